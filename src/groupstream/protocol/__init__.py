@@ -1,0 +1,1 @@
+"""Pure Kafka wire-protocol codec: no sockets, no threads, no clock."""
