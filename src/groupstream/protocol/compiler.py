@@ -48,7 +48,7 @@ class _Codegen:
         self.api = api
         self.has_flexible = api._flexible is not None
         self.classes: dict[int, type] = {}
-        self.encoders: dict[tuple[int, int], Encoder] = {}
+        self.encoders: dict[tuple[int, int, bool], Encoder] = {}
         self.decoders: dict[tuple[int, int], Decoder] = {}
 
     # --- classes and defaults ----------------------------------------------------------------------
@@ -85,11 +85,14 @@ class _Codegen:
 
     # --- encoders ------------------------------------------------------------------------------------
 
-    def encoder(self, s: Struct, version: int) -> Encoder:
-        key = (id(s), version)
+    def encoder(self, s: Struct, version: int, strict: bool) -> Encoder:
+        """``strict``: a non-default value in a field the version lacks is an error (requests: a client must
+        not silently lose a setting); otherwise it is dropped (responses: the broker fills every field it
+        knows and each version carries what it can)."""
+        key = (id(s), version, strict)
         fn = self.encoders.get(key)
         if fn is None:
-            fn = self._build_encoder(s, version)
+            fn = self._build_encoder(s, version, strict)
             self.encoders[key] = fn
         return fn
 
@@ -101,7 +104,7 @@ class _Codegen:
             self.decoders[key] = fn
         return fn
 
-    def _build_encoder(self, s: Struct, version: int) -> Encoder:
+    def _build_encoder(self, s: Struct, version: int, strict: bool) -> Encoder:
         flex = self.api.is_flexible(version)
         ns: dict[str, Any] = {"P": P, "LocalProtocolError": LocalProtocolError}
         lines = ["def enc(obj, out):", "    append = out.append"]
@@ -121,7 +124,7 @@ class _Codegen:
         for i, f in enumerate(s.fields):
             if not f.present_in(version):
                 flush_run()
-                if not f.ignorable:
+                if strict and not f.ignorable:
                     d = f"D{i}"
                     ns[d] = self.default_of(f)
                     cond = f"obj[{i}]" if isinstance(f.type, Array) and ns[d] == () else f"obj[{i}] != {d}"
@@ -138,7 +141,7 @@ class _Codegen:
                 run.append((i, f))
                 continue
             flush_run()
-            self._write_value(f, version, flex, f"obj[{i}]", "out", lines, "    ", ns)
+            self._write_value(f, version, flex, f"obj[{i}]", "out", lines, "    ", ns, strict)
         flush_run()
         if flex:
             u = len(s.fields)
@@ -155,7 +158,7 @@ class _Codegen:
                     cond = f"obj[{i}]" if isinstance(f.type, Array) and ns[d] == () else f"obj[{i}] != {d}"
                     lines.append(f"    if {cond}:")
                     lines.append("        t = []")
-                    self._write_value(f, version, flex, f"obj[{i}]", "t", lines, "        ", ns)
+                    self._write_value(f, version, flex, f"obj[{i}]", "t", lines, "        ", ns, strict)
                     lines.append(f"        tags.append(({f.tag}, b''.join(t)))")
                 lines.append("    if tags:")
                 lines.append("        P.write_tagged_fields(tags, out)")
@@ -164,7 +167,16 @@ class _Codegen:
         return self._exec(lines, ns, "enc", f"{s.name}_v{version}_encode")  # type: ignore[no-any-return]
 
     def _write_value(
-        self, f: Field, version: int, flex: bool, expr: str, out: str, lines: list[str], ind: str, ns: dict[str, Any]
+        self,
+        f: Field,
+        version: int,
+        flex: bool,
+        expr: str,
+        out: str,
+        lines: list[str],
+        ind: str,
+        ns: dict[str, Any],
+        strict: bool,
     ) -> None:
         t = f.type
         nullable = f.nullable_in(version)
@@ -172,7 +184,7 @@ class _Codegen:
             self._write_primitive(t, nullable, flex, expr, out, lines, ind, ns)
         elif isinstance(t, Struct):
             name = f"E_{t.name}"
-            ns[name] = self.encoder(t, version)
+            ns[name] = self.encoder(t, version, strict)
             if nullable:
                 lines.append(f"{ind}if {expr} is None:")
                 lines.append(f"{ind}    {out}.append(b'\\xff')")
@@ -201,7 +213,7 @@ class _Codegen:
                 ns["struct"] = struct
             elif isinstance(item, Struct):
                 name = f"E_{item.name}"
-                ns[name] = self.encoder(item, version)
+                ns[name] = self.encoder(item, version, strict)
                 lines.append(f"{inner}for it in arr:")
                 lines.append(f"{inner}    {name}(it, {out})")
             else:
@@ -412,19 +424,19 @@ class CompiledApi:
     def encode_request(self, msg: Message, version: int) -> bytes:
         self._check(version)
         out: list[bytes] = []
-        self._gen.encoder(self.api.request, version)(msg, out)
+        self._gen.encoder(self.api.request, version, True)(msg, out)
         return b"".join(out)
 
     def encode_response(self, msg: Message, version: int) -> bytes:
         self._check(version)
         out: list[bytes] = []
-        self._gen.encoder(self.api.response, version)(msg, out)
+        self._gen.encoder(self.api.response, version, False)(msg, out)
         return b"".join(out)
 
     def encode_response_into(self, msg: Message, version: int, out: list[bytes]) -> None:
         """Append the encoded pieces to ``out`` so large records need not be joined twice."""
         self._check(version)
-        self._gen.encoder(self.api.response, version)(msg, out)
+        self._gen.encoder(self.api.response, version, False)(msg, out)
 
     def decode_request(self, buf: bytes | memoryview, version: int, pos: int = 0) -> Message:
         return self._decode(self.api.request, buf, version, pos)
@@ -447,7 +459,7 @@ class CompiledApi:
     def precompile(self) -> None:
         """Build every version's functions now (tests call this to surface schema mistakes early)."""
         for v in self.api.versions():
-            self._gen.encoder(self.api.request, v)
-            self._gen.encoder(self.api.response, v)
+            self._gen.encoder(self.api.request, v, True)
+            self._gen.encoder(self.api.response, v, False)
             self._gen.decoder(self.api.request, v)
             self._gen.decoder(self.api.response, v)

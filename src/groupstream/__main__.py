@@ -1,0 +1,5 @@
+import sys
+
+from groupstream.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,95 @@
+"""Fetch: whole batches as byte ranges of the segment, long-polled in the purgatory until ``min_bytes`` arrive.
+
+Fetch sessions (KIP-227) are declined by answering session id 0, so every fetch is a full fetch; librdkafka and
+aiokafka never ask for one and the Java client falls back to full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.storage.errors import OffsetOutOfRange
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+READ_COMMITTED = 1
+
+
+@handles("Fetch")
+def handle_fetch(broker: Broker, request: Request) -> Any:
+    req = request.body
+    body, total, keys, failed = _collect(broker, request)
+    if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:
+        return body
+    woken = broker.purgatory.watch(keys, req.min_bytes - total, req.max_wait_ms)
+
+    async def answer_later() -> Any:
+        await woken
+        return _collect(broker, request)[0]
+
+    return asyncio.ensure_future(answer_later())
+
+
+def _collect(broker: Broker, request: Request) -> tuple[Any, int, list[tuple[str, int]], bool]:
+    """Read every requested partition once: (response, bytes read, partitions watched, any error)."""
+    req = request.body
+    version = request.version
+    R = request.api.Response
+    TR = R.FetchableTopicResponse
+    PD = TR.PartitionData
+    catalog = broker.catalog
+    by_id = version >= 13
+    remaining = req.max_bytes if version >= 3 else 0x7FFFFFFF
+    read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
+    total = 0
+    failed = False
+    keys: list[tuple[str, int]] = []
+    topics_out = []
+    for ft in req.topics:
+        topic = catalog.topic_by_id(ft.topic_id) if by_id else catalog.get_topic(ft.topic)
+        parts = []
+        for fp in ft.partitions:
+            idx = fp.partition
+            if topic is None or not 0 <= idx < topic.partitions:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(PD(partition_index=idx, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                                log_start_offset=-1, records=b""))
+                failed = True
+                continue
+            plog = catalog.log(topic.name, idx)
+            hw = plog.log_end_offset
+            start = plog.log_start_offset
+            records: bytes = b""
+            code = ErrorCode.NONE
+            limit = min(fp.partition_max_bytes, remaining)
+            try:
+                if limit > 0 or total == 0:
+                    result = plog.read(fp.fetch_offset, max(limit, 1), min_one_batch=(total == 0), max_offset=hw)
+                    records = result.records
+            except OffsetOutOfRange:
+                code = ErrorCode.OFFSET_OUT_OF_RANGE
+                failed = True
+            n = len(records)
+            total += n
+            remaining = max(0, remaining - n)
+            keys.append((topic.name, idx))
+            parts.append(
+                PD(
+                    partition_index=idx,
+                    error_code=code,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=start,
+                    aborted_transactions=[] if read_committed else None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
+        topics_out.append(TR(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
+    body = R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out)
+    return body, total, keys, failed

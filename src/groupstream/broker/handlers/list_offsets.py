@@ -1,0 +1,61 @@
+"""ListOffsets: earliest follows the log start offset (retention, DeleteRecords), latest the log end."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+@handles("ListOffsets")
+def handle_list_offsets(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    TR = R.ListOffsetsTopicResponse
+    PR = TR.ListOffsetsPartitionResponse
+    topics_out = []
+    for t in req.topics:
+        topic = broker.catalog.get_topic(t.name)
+        parts = []
+        for p in t.partitions:
+            idx = p.partition_index
+            if topic is None or not 0 <= idx < topic.partitions:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            plog = broker.catalog.log(topic.name, idx)
+            ts = p.timestamp
+            timestamp, offset = -1, -1
+            if ts == LATEST:
+                offset = plog.log_end_offset
+            elif ts in (EARLIEST, EARLIEST_LOCAL):
+                offset = plog.log_start_offset
+            elif ts == LATEST_TIERED:
+                offset = -1
+            elif ts == MAX_TIMESTAMP:
+                found = plog.max_timestamp_offset()
+                if found is not None:
+                    offset, timestamp = found
+            elif ts < 0:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.INVALID_REQUEST, timestamp=-1,
+                                offset=-1, leader_epoch=-1))
+                continue
+            else:
+                found = plog.offset_for_timestamp(ts)
+                if found is not None:
+                    offset, timestamp = found
+            parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
+                            leader_epoch=0))
+        topics_out.append(TR(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics_out)

@@ -1,0 +1,111 @@
+"""Produce: validate each batch once (framing, magic, CRC), check idempotent sequences, assign offsets by
+patching the batch header in place, append, and answer by ``acks``.
+
+``acks=all`` under ``flush.policy=always`` is answered when the appended offsets are fsynced (grouped with
+every other append of the moment); otherwise after the bytes are written to the segment file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.broker.server import NO_RESPONSE
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.errors import PeerProtocolError
+from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, iter_batches
+from groupstream.storage import producer_state as ps
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+log = logging.getLogger("groupstream.broker.produce")
+
+
+@handles("Produce")
+def handle_produce(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    PR = R.TopicProduceResponse.PartitionProduceResponse
+    acks = req.acks
+    now = broker.now_ms()
+    waits: list[asyncio.Future[None]] = []
+    topics_out = []
+    for td in req.topic_data:
+        topic = broker.catalog.get_topic(td.name)
+        parts = []
+        for pd in td.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(PR(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1))
+                continue
+            if req.transactional_id is not None:
+                parts.append(PR(index=pd.index, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, base_offset=-1))
+                continue
+            if topic is None or not 0 <= pd.index < topic.partitions:
+                parts.append(PR(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1))
+                continue
+            plog = broker.catalog.log(topic.name, pd.index)
+            code, base, message = _append(broker, plog, pd.records, now)
+            if code == ErrorCode.NONE and base >= 0:
+                policy = plog.config.flush_policy
+                end = plog.log_end_offset
+                if acks == -1 and policy == "always":
+                    waits.append(broker.flusher.wait_flushed(plog, end))
+                else:
+                    broker.flusher.appended(plog, policy)
+            parts.append(
+                PR(
+                    index=pd.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time_ms=-1,
+                    log_start_offset=plog.log_start_offset,
+                    error_message=message,
+                )
+            )
+        topics_out.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
+    if acks == 0:
+        return NO_RESPONSE
+    body = R(responses=topics_out, throttle_time_ms=0)
+    if not waits:
+        return body
+
+    async def after_flush() -> Any:
+        await asyncio.gather(*waits)
+        return body
+
+    return asyncio.ensure_future(after_flush())
+
+
+def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int, str | None]:
+    """Returns (error code, base offset, error message)."""
+    if records is None or len(records) == 0:
+        return ErrorCode.CORRUPT_MESSAGE, -1, "no records"
+    if len(records) > plog.config.max_message_bytes:
+        return ErrorCode.MESSAGE_TOO_LARGE, -1, f"{len(records)} bytes exceed max.message.bytes"
+    try:
+        batches = list(iter_batches(records))
+    except PeerProtocolError as e:
+        log.warning("rejecting a corrupt batch for %s: %s", plog.name, e)
+        return ErrorCode.CORRUPT_MESSAGE, -1, str(e)
+    first = batches[0][1]
+    if first.producer_id != NO_PRODUCER_ID:
+        if len(batches) != 1:
+            return ErrorCode.INVALID_RECORD, -1, "an idempotent produce carries exactly one batch"
+        if first.is_transactional:
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "transactions are not supported yet"
+    data = bytearray(records)
+    outcome = plog.append_checked(data, now)
+    if isinstance(outcome, ps.Duplicate):
+        return ErrorCode.NONE, outcome.base_offset, None
+    if isinstance(outcome, ps.OutOfOrder):
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, f"expected sequence {outcome.expected}"
+    if isinstance(outcome, ps.InvalidEpoch):
+        return ErrorCode.INVALID_PRODUCER_EPOCH, -1, f"current producer epoch is {outcome.current_epoch}"
+    if isinstance(outcome, ps.UnknownProducer):
+        return ErrorCode.UNKNOWN_PRODUCER_ID, -1, None
+    broker.purgatory.notify((plog.topic, plog.partition), len(data))
+    return ErrorCode.NONE, outcome.base_offset, None

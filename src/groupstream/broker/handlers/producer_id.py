@@ -1,0 +1,31 @@
+"""InitProducerId for idempotent producers: ids unique across restarts, epoch bumps per KIP-360.
+
+Transactional ids are refused until the transaction coordinator exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+_MAX_EPOCH = 32766
+
+
+@handles("InitProducerId")
+def handle_init_producer_id(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    if req.transactional_id is not None:
+        return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    pid = getattr(req, "producer_id", -1)
+    epoch = getattr(req, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < _MAX_EPOCH:
+        # A producer that lost track of its sequences asks for the next epoch of the same id.
+        return R(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch + 1)
+    return R(error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0)

@@ -1,0 +1,119 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: one node, so the replication factor is 1 (or -1 for default)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.primitives import ZERO_UUID
+from groupstream.storage.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+_ERRORS = (
+    (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
+    (InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+    (InvalidConfigError, ErrorCode.INVALID_CONFIG),
+    (UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+)
+
+
+def _code_for(exc: Exception) -> ErrorCode:
+    for cls, code in _ERRORS:
+        if isinstance(exc, cls):
+            return code
+    raise exc
+
+
+@handles("CreateTopics")
+def handle_create_topics(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    T = R.CreatableTopicResult
+    out = []
+    for t in req.topics:
+        partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        if t.assignments:
+            partitions = len(t.assignments)
+        if t.replication_factor not in (-1, 1) or any(a.broker_ids != [broker.config.node_id] for a in t.assignments):
+            out.append(T(name=t.name, error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
+                         error_message=f"this cluster has one broker (id {broker.config.node_id}); "
+                         f"replication factor {t.replication_factor} is not possible"))
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        try:
+            if req.validate_only:
+                broker.catalog.validate_new_topic(t.name, partitions, configs)
+                topic = None
+            else:
+                topic = broker.catalog.create_topic(t.name, partitions, configs)
+        except (TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidConfigError) as e:
+            out.append(T(name=t.name, error_code=_code_for(e), error_message=str(e)))
+            continue
+        out.append(
+            T(
+                name=t.name,
+                topic_id=topic.topic_id if topic is not None else ZERO_UUID,
+                error_code=ErrorCode.NONE,
+                num_partitions=partitions,
+                replication_factor=1,
+            )
+        )
+    return R(throttle_time_ms=0, topics=out)
+
+
+@handles("DeleteTopics")
+def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    D = R.DeletableTopicResult
+    if request.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in req.topic_names]
+    out = []
+    for name, topic_id in wanted:
+        topic = broker.catalog.get_topic(name) if name is not None else broker.catalog.topic_by_id(topic_id)
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            out.append(D(name=name, topic_id=topic_id, error_code=code))
+            continue
+        for p in range(topic.partitions):
+            broker.flusher.forget(broker.catalog.log(topic.name, p))
+        broker.catalog.delete_topic(topic.name)
+        broker.purgatory.wake_all()
+        out.append(D(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
+    return R(throttle_time_ms=0, responses=out)
+
+
+@handles("CreatePartitions")
+def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    out = []
+    for t in req.topics:
+        try:
+            topic = broker.catalog.get_topic(t.name)
+            if topic is None:
+                raise UnknownTopicError(f"topic {t.name!r} does not exist")
+            if t.count <= topic.partitions:
+                raise InvalidPartitionsError(
+                    f"topic {t.name!r} has {topic.partitions} partitions; the new count must be larger, got {t.count}"
+                )
+            if not req.validate_only:
+                broker.catalog.add_partitions(t.name, t.count)
+        except (UnknownTopicError, InvalidPartitionsError) as e:
+            out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=_code_for(e), error_message=str(e)))
+            continue
+        out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+    return R(throttle_time_ms=0, results=out)

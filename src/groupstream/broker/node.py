@@ -1,0 +1,113 @@
+"""One broker node: the catalog of logs, the server socket, and the services handlers share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from groupstream.broker.config import BrokerConfig, ConfigError
+from groupstream.broker.flusher import Flusher
+from groupstream.broker.handlers import Handler, load_all
+from groupstream.broker.producer_ids import ProducerIdAllocator
+from groupstream.broker.purgatory import FetchPurgatory
+from groupstream.broker.server import KafkaProtocol
+from groupstream.protocol.compiler import CompiledApi
+from groupstream.protocol.messages import APIS
+from groupstream.storage.catalog import Catalog
+from groupstream.storage.config import LogConfig
+
+log = logging.getLogger("groupstream.broker")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """Owns everything a handler may touch; handlers run on the event loop thread only."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.apis: dict[int, CompiledApi] = APIS
+        self.handlers: dict[int, Handler] = load_all()
+        self.connections: set[KafkaProtocol] = set()
+        self.purgatory = FetchPurgatory()
+        self.default_log_config = LogConfig.from_properties(config.topic_defaults)
+        self.flusher = Flusher(self.default_log_config.flush_interval_ms)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_cluster_id()
+        self.producer_ids = ProducerIdAllocator(config.data_dir)
+        self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
+        self._server: asyncio.AbstractServer | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self._api_versions_cache: dict[int, Any] = {}
+
+    @staticmethod
+    def now_ms() -> int:
+        return wall_clock_ms()
+
+    def _load_cluster_id(self) -> str:
+        path = self.config.data_dir / "cluster-id"
+        if path.exists():
+            return path.read_text().strip()
+        cid = uuid.uuid4().hex[:22]
+        path.write_text(cid)
+        return cid
+
+    # --- ApiVersions ----------------------------------------------------------------------------------
+
+    def api_versions_body(self, error_code: int) -> Any:
+        body = self._api_versions_cache.get(error_code)
+        if body is None:
+            api = self.apis[18]
+            keys = [
+                api.Response.ApiVersion(api_key=k, min_version=self.apis[k].min_version, max_version=self.apis[k].max_version)
+                for k in sorted(self.handlers)
+            ]
+            body = api.Response(error_code=error_code, api_keys=keys)
+            self._api_versions_cache[error_code] = body
+        return body
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: KafkaProtocol(self), self.config.host, self.config.port, reuse_address=True
+            )
+        except OSError as e:
+            self.catalog.close()
+            raise ConfigError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from None
+        sock = self._server.sockets[0]
+        self.config.port = sock.getsockname()[1]
+        self._retention_task = asyncio.create_task(self._retention_loop())
+        host, port = self.config.advertised
+        log.info("groupstream broker %d listening on %s:%d (advertised %s:%d), data in %s",
+                 self.config.node_id, self.config.host, self.config.port, host, port, self.config.data_dir)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        self.purgatory.wake_all()
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        await self.flusher.close()
+        self.catalog.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        log.info("groupstream broker stopped cleanly")
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.retention_check_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.catalog.enforce_retention(self.now_ms())
+            except Exception:
+                log.exception("retention check failed")
