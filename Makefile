@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --brokers=groupstream tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/broker_throughput.py

@@ -35,7 +35,10 @@ class Broker:
         self.handlers: dict[int, Handler] = load_all()
         self.connections: set[KafkaProtocol] = set()
         self.purgatory = FetchPurgatory()
-        self.default_log_config = LogConfig.from_properties(config.topic_defaults)
+        try:
+            self.default_log_config = LogConfig.from_properties(config.topic_defaults)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self.flusher = Flusher(self.default_log_config.flush_interval_ms)
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_cluster_id()

@@ -24,6 +24,7 @@ def describe_topic_error(name: str | None) -> ErrorCode:
 
 
 def auto_create_topic(broker: Broker, name: str) -> tuple[Any, ErrorCode]:
+    topic: Any
     try:
         topic = broker.catalog.create_topic(name, broker.config.num_partitions, {})
     except TopicExistsError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 
 Buffer = bytes | bytearray | memoryview

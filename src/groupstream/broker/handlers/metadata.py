@@ -25,7 +25,7 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
 
     topics_out = []
     if req.topics is None or (request.version == 0 and not req.topics):
-        wanted = [(t.name, t.topic_id) for t in catalog.topics()]
+        wanted: list[str] = [t.name for t in catalog.topics()]
     else:
         wanted = []
         for t in req.topics:
@@ -38,9 +38,9 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                     )
                     continue
                 name = found.name
-            wanted.append((name, None))
+            wanted.append(name)
 
-    for name, _ in wanted:
+    for name in wanted:
         topic = catalog.get_topic(name)
         if topic is None:
             allow = req.allow_auto_topic_creation if request.version >= 4 else True

@@ -12,7 +12,36 @@ from groupstream.protocol.compiler import CompiledApi
 
 # One module per API; adding an API means adding its module here.
 _MODULES = (
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
     "api_versions",
+    "create_topics",
+    "delete_topics",
+    "init_producer_id",
+    "describe_configs",
+    "create_partitions",
+    "offset_commit",
+    "offset_fetch",
+    "find_coordinator",
+    "join_group",
+    "heartbeat",
+    "leave_group",
+    "sync_group",
+    "describe_groups",
+    "list_groups",
+    "delete_records",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "delete_groups",
+    "incremental_alter_configs",
+    "offset_delete",
+    "describe_cluster",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 )
 
 APIS: dict[int, CompiledApi] = {}

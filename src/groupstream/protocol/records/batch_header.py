@@ -33,6 +33,7 @@ NO_SEQUENCE = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 _PREFIX = struct.Struct(">qi")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
@@ -101,6 +102,18 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     if h.last_offset_delta < 0 or h.records_count < 0:
         raise PeerProtocolError("record batch has a negative record count or offset delta")
     return h
+
+
+def encode_header(h: BatchHeader) -> bytes:
+    """The 61 header bytes of ``h`` as given (the caller computes the CRC; see ``compute_crc``)."""
+    return _HEADER.pack(*h)
+
+
+def patch_crc(buf: bytearray | memoryview, pos: int, size: int) -> int:
+    """Compute the CRC of the batch at ``pos`` and write it into the header; returns it."""
+    crc = compute_crc(buf, pos, size)
+    _CRC.pack_into(buf, pos + 17, crc)
+    return crc
 
 
 def peek_size(buf: bytes | bytearray | memoryview, pos: int) -> int | None:

@@ -1,0 +1,109 @@
+"""``groupstream consume TOPIC``: read partitions in assign mode (no group), print records, stop at the end.
+
+Like Kafka's console consumer it starts at the end unless told ``--from-beginning`` or ``--offset N``; unlike
+it, it exits once every partition is read to its high watermark, unless ``--follow``. Records go to stdout,
+one per line; the closing count goes to stderr so stdout can be piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+from groupstream.cli.common import add_bootstrap, non_negative_int, open_admin, positive_int, stderr
+from groupstream.cli.errors import UserError
+from groupstream.client.lite import ConsumedRecord, fetch_partitions
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("consume", help="print a topic's records (assign mode, no consumer group)")
+    p.add_argument("topic")
+    add_bootstrap(p)
+    p.add_argument("--partition", type=non_negative_int, action="append", default=None,
+                   help="partition to read (repeatable; default: all)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    start.add_argument("--offset", type=non_negative_int, default=None, help="start at this offset in each partition")
+    p.add_argument("--max-messages", type=positive_int, default=None, help="stop after this many records")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    p.add_argument("--print-key", action="store_true", help="print the key before the value (text format)")
+    p.add_argument("--key-separator", default="\t", metavar="SEP", help="between key and value (default tab)")
+    p.add_argument("--follow", action="store_true", help="keep waiting for new records instead of exiting at the end")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        desc = admin.describe_topics([args.topic])[args.topic]
+        available = [p.partition for p in desc.partitions]
+        if args.partition is None:
+            partitions = available
+        else:
+            partitions = sorted(set(args.partition))
+            missing = [p for p in partitions if p not in available]
+            if missing:
+                raise UserError(
+                    f"topic {args.topic!r} has {len(available)} partition{'s' if len(available) != 1 else ''} "
+                    f"(0-{len(available) - 1}); there is no partition {missing[0]}"
+                )
+        starts = _start_offsets(admin, args, partitions)
+        out = sys.stdout
+        count = 0
+        for rec in fetch_partitions(admin.connection, args.topic, starts, args.max_messages,
+                                    stop_at_end=not args.follow):
+            out.write(_format(args, rec))
+            out.write("\n")
+            count += 1
+            if args.follow:
+                out.flush()
+        out.flush()
+    stderr.print(f"consumed {count} record{'s' if count != 1 else ''} from {args.topic!r} "
+                 f"(partition{'s' if len(partitions) != 1 else ''} {', '.join(map(str, partitions))})")
+    return 0
+
+
+def _start_offsets(admin: Any, args: argparse.Namespace, partitions: list[int]) -> dict[int, int]:
+    topic = args.topic
+    earliest = admin.list_offsets({(topic, p): "earliest" for p in partitions})
+    latest = admin.list_offsets({(topic, p): "latest" for p in partitions})
+    starts: dict[int, int] = {}
+    for p in partitions:
+        lo, hi = earliest[(topic, p)].offset, latest[(topic, p)].offset
+        if args.offset is not None:
+            if not lo <= args.offset <= hi:
+                raise UserError(f"--offset {args.offset} is outside partition {p} of {topic!r} "
+                                f"(offsets {lo} to {hi})")
+            starts[p] = args.offset
+        else:
+            starts[p] = lo if args.from_beginning else hi
+    return starts
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+def _json_bytes(data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        return {"": None}
+    try:
+        return {"": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"_base64": base64.b64encode(data).decode("ascii")}
+
+
+def _format(args: argparse.Namespace, rec: ConsumedRecord) -> str:
+    if args.format == "text":
+        value = _text(rec.value)
+        return f"{_text(rec.key)}{args.key_separator}{value}" if args.print_key else value
+    doc: dict[str, Any] = {"topic": args.topic, "partition": rec.partition, "offset": rec.offset,
+                           "timestamp": rec.timestamp}
+    for name, data in (("key", rec.key), ("value", rec.value)):
+        for suffix, v in _json_bytes(data).items():
+            doc[name + suffix] = v
+    if rec.headers:
+        doc["headers"] = [[k, _text(v) if v is not None else None] for k, v in rec.headers]
+    return json.dumps(doc, ensure_ascii=False)

@@ -1,0 +1,66 @@
+"""The durable segmented log: partitions as directories of Kafka-layout segments, and the topic catalog.
+
+Does file I/O but starts no threads, uses no asyncio and reads no clock (time arrives as ``now_ms``).
+``PartitionLog.flush`` is the one method meant to run on another thread.
+"""
+
+from groupstream.storage.catalog import Catalog, TopicInfo, validate_topic_name
+from groupstream.storage.config import CleanupPolicy, FlushPolicy, LogConfig, TimestampType
+from groupstream.storage.errors import (
+    CatalogCorruptError,
+    CatalogError,
+    CorruptBatchError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    LogClosedError,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from groupstream.storage.log import AppendInfo, PartitionLog, ReadResult
+from groupstream.storage.producer_state import (
+    Accept,
+    CheckResult,
+    Duplicate,
+    InvalidEpoch,
+    OutOfOrder,
+    ProducerStateManager,
+    UnknownProducer,
+)
+from groupstream.storage.recovery import RecoveryReport
+
+__all__ = [
+    "Accept",
+    "AppendInfo",
+    "Catalog",
+    "CatalogCorruptError",
+    "CatalogError",
+    "CheckResult",
+    "CleanupPolicy",
+    "CorruptBatchError",
+    "Duplicate",
+    "FlushPolicy",
+    "InvalidConfigError",
+    "InvalidEpoch",
+    "InvalidPartitionsError",
+    "InvalidTopicError",
+    "LogClosedError",
+    "LogConfig",
+    "OffsetOutOfRange",
+    "OutOfOrder",
+    "PartitionLog",
+    "ProducerStateManager",
+    "ReadResult",
+    "RecordTooLargeError",
+    "RecoveryReport",
+    "StorageError",
+    "TimestampType",
+    "TopicExistsError",
+    "TopicInfo",
+    "UnknownProducer",
+    "UnknownTopicError",
+    "validate_topic_name",
+]

@@ -1,0 +1,81 @@
+"""What the offset and time indexes share: an append-only file of fixed-size entries mirrored in memory.
+
+Lookups use the in-memory arrays only; the file exists so the layout matches Kafka's on disk and so tools
+that read Kafka log directories can read ours. An index is rebuilt in memory from the log on open and the
+file rewritten only when it differs (missing, torn, wrong size, stale entries), which is why appends can
+run in two modes: write-through (normal) or memory-only (while rebuilding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from groupstream.storage.fileio import open_rw, pwrite_all
+
+
+class IndexFile:
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(max_bytes // self.ENTRY_SIZE, 1)
+        self._fd: int | None = None
+        self._write_through = False
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    def _reset_entries(self) -> None:
+        raise NotImplementedError
+
+    def start_rebuild(self) -> None:
+        """Forget all entries and stop writing to the file until ``sync_file``."""
+        self._reset_entries()
+        self._write_through = False
+
+    def sync_file(self) -> bool:
+        """Make the file hold exactly the in-memory entries; returns whether it had to be rewritten."""
+        expected = self.to_bytes()
+        try:
+            with open(self.path, "rb") as f:
+                current: bytes | None = f.read()
+        except FileNotFoundError:
+            current = None
+        self._write_through = True
+        if current == expected:
+            return False
+        self.close()
+        self._fd = open_rw(self.path, truncate=True)
+        pwrite_all(self._fd, expected, 0)
+        return True
+
+    def _write_entry(self, slot: int, entry: bytes) -> None:
+        if not self._write_through:
+            return
+        if self._fd is None:
+            self._fd = open_rw(self.path)
+        pwrite_all(self._fd, entry, slot * self.ENTRY_SIZE)
+
+    def dup_fd(self) -> int | None:
+        """A duplicate of the open fd for an fsync on another thread, which may outlive ``close``."""
+        return None if self._fd is None else os.dup(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def delete_file(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)

@@ -1,0 +1,552 @@
+"""``PartitionLog``: the segmented log of one topic partition.
+
+Threading contract: one owner thread appends, reads, rolls, retains, truncates and closes; ``flush`` may
+run on another thread at the same time. ``_lock`` guards only the segment list, the end offset and the
+flush bookkeeping, and is held for microseconds (never across I/O that the owner would wait on). A flush
+``dup``s the fds it needs under that lock and fsyncs the duplicates without it, so a segment deleted by
+retention meanwhile is harmless. ``_flush_lock`` serialises flushes with the rare operations that rewrite
+files under them (truncate, close, delete); appends never take it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from groupstream.protocol.errors import PeerProtocolError
+from groupstream.protocol.records.batch_header import (
+    TIMESTAMP_TYPE_BIT,
+    compute_crc,
+    iter_batches,
+    parse_header,
+    patch_base_offset,
+    peek_size,
+)
+from groupstream.storage.checkpoint import (
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    has_clean_marker,
+    read_offset,
+    remove_clean_marker,
+    write_clean_marker,
+    write_offset,
+)
+from groupstream.storage.config import INT32_MAX, LogConfig, TimestampType
+from groupstream.storage.errors import (
+    CorruptBatchError,
+    LogClosedError,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+)
+from groupstream.storage.fileio import datasync, fsync_directory
+from groupstream.storage.producer_state import (
+    Accept,
+    Duplicate,
+    InvalidEpoch,
+    OutOfOrder,
+    ProducerStateManager,
+    UnknownProducer,
+)
+from groupstream.storage.recovery import RecoveryReport, load_segments
+from groupstream.storage.scan import BatchScan
+from groupstream.storage.segment import BatchPlacement, Segment
+
+NO_TIMESTAMP = -1
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: bytes  # whole batches, as stored
+    next_offset: int  # offset after the last batch returned; the fetch offset when nothing was returned
+    high_watermark: int
+    log_start_offset: int
+
+
+def _stamp_log_append_time(buf: bytearray, pos: int, size: int, attributes: int, now_ms: int) -> None:
+    """LogAppendTime: set the timestamp-type bit and maxTimestamp, then the CRC they are covered by.
+    The records are untouched (consumers take every record's timestamp from maxTimestamp)."""
+    _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_BIT)
+    _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
+    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, size))
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[Segment],
+        log_start: int,
+        flushed_offset: int,
+        recovery_point: int,
+        report: RecoveryReport,
+        producer_state: ProducerStateManager,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.recovery_report = report
+        self.producer_state = producer_state
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start = log_start
+        self._log_end = segments[-1].next_offset
+        self._flushed_offset = flushed_offset
+        self._checkpointed_recovery_point = recovery_point
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._dir_gen = 1 if report.changed_directory else 0
+        self._dir_flushed_gen = 0
+        self._truncation_gen = 0
+        self._closed = False
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig, now_ms: int | None = None) -> PartitionLog:
+        """Open (creating if needed) and recover the partition in ``directory``. ``now_ms`` starts the
+        ``segment.ms`` clock of a non-empty active segment (None: at its next append)."""
+        path = Path(directory)
+        if not path.is_dir():
+            path.mkdir(parents=True)
+            fsync_directory(path.parent)
+        clean = has_clean_marker(path)
+        recovery_point = read_offset(path, RECOVERY_POINT_FILE) or 0
+        saved_start = read_offset(path, LOG_START_OFFSET_FILE) or 0
+        state = ProducerStateManager()
+        segments, report = load_segments(
+            path, config, clean=clean, recovery_point=recovery_point, empty_base=saved_start, on_batch=state.observe
+        )
+        log_end = segments[-1].next_offset
+        log_start = min(max(saved_start, segments[0].base_offset), log_end)
+        state.truncate_head(log_start)
+        flushed = log_end if clean else min(recovery_point, log_end)
+        remove_clean_marker(path)
+        if not segments[-1].is_empty and now_ms is not None:
+            segments[-1].rolling_base_ms = now_ms
+        return cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state)
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The directory name, ``<topic>-<partition>``."""
+        return self.directory.name
+
+    @property
+    def topic(self) -> str:
+        return self.directory.name.rpartition("-")[0]
+
+    @property
+    def partition(self) -> int:
+        tail = self.directory.name.rpartition("-")[2]
+        return int(tail) if tail.isdigit() else -1
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end
+
+    @property
+    def high_watermark(self) -> int:
+        """On a single node every appended batch is committed: the high watermark is the log end."""
+        return self._log_end
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this is on disk (fsynced); ``acks=all`` under ``flush.policy=always`` waits
+        for it to pass the batch."""
+        return self._flushed_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"partition log {self.directory} is closed")
+
+    # -- append -----------------------------------------------------------------------------------------
+
+    def append(self, batches: bytearray, now_ms: int) -> AppendInfo:
+        """Append already-validated v2 batches: offsets are patched into ``batches`` in place and the
+        bytes written to the active segment in one write. The caller's buffer is what was stored."""
+        self._check_open()
+        config = self.config
+        log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+        max_message = config.max_message_bytes
+        base_offset = next_offset = self._log_end
+        placements: list[BatchPlacement] = []
+        try:
+            for pos, h in iter_batches(batches, validate_crc=False):
+                size = h.size
+                if size > max_message:
+                    raise RecordTooLargeError(
+                        f"batch of {size} bytes exceeds max.message.bytes={max_message}"
+                    )
+                patch_base_offset(batches, pos, next_offset)
+                max_ts = h.max_timestamp
+                if log_append:
+                    _stamp_log_append_time(batches, pos, size, h.attributes, now_ms)
+                    max_ts = now_ms
+                last = next_offset + h.last_offset_delta
+                placements.append((pos, last, max_ts, size))
+                next_offset = last + 1
+        except PeerProtocolError as exc:
+            raise CorruptBatchError(str(exc)) from exc
+        if not placements:
+            raise CorruptBatchError("append needs at least one batch")
+        total = len(batches)
+        if total > config.segment_bytes:
+            raise RecordTooLargeError(f"append of {total} bytes exceeds segment.bytes={config.segment_bytes}")
+        last_offset = next_offset - 1
+        if last_offset - base_offset > INT32_MAX:
+            raise RecordTooLargeError("append spans more offsets than one segment can index")
+        active = self._segments[-1]
+        if self._should_roll(active, total, last_offset, now_ms):
+            active = self._roll(now_ms)
+        active.append(batches, placements, now_ms)
+        with self._lock:
+            self._log_end = next_offset
+        return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, self._log_start)
+
+    def append_checked(
+        self, batches: bytearray, now_ms: int
+    ) -> AppendInfo | Duplicate | OutOfOrder | InvalidEpoch | UnknownProducer:
+        """The broker's produce path in one call: producer-state check, append, producer-state update.
+        A rejection (duplicate, out of order, fenced, unknown) is returned and nothing is written."""
+        try:
+            verdict = self.producer_state.check_batches(batches)
+        except PeerProtocolError as exc:
+            raise CorruptBatchError(str(exc)) from exc
+        if not isinstance(verdict, Accept):
+            return verdict
+        info = self.append(batches, now_ms)
+        self.producer_state.update_from_batches(batches)
+        return info
+
+    def _should_roll(self, active: Segment, size: int, last_offset: int, now_ms: int) -> bool:
+        if active.size == 0:
+            return False
+        config = self.config
+        rolling_base = active.rolling_base_ms
+        return (
+            active.size + size > config.segment_bytes
+            or active.indexes_full
+            or (rolling_base is not None and now_ms - rolling_base > config.segment_ms)
+            or last_offset - active.base_offset > INT32_MAX
+        )
+
+    def _roll(self, now_ms: int) -> Segment:
+        """Seal the active segment and start a new one at the log end. Nothing is fsynced here: the
+        sealed segment stays dirty until the next ``flush``."""
+        self._segments[-1].seal()
+        new = Segment.create(self.directory, self._log_end, self.config)
+        with self._lock:
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+            self._dir_gen += 1
+        return new
+
+    def roll(self, now_ms: int) -> None:
+        """Force a new segment (if the active one holds anything)."""
+        self._check_open()
+        if not self._segments[-1].is_empty:
+            self._roll(now_ms)
+
+    # -- read -------------------------------------------------------------------------------------------
+
+    def _empty(self, offset: int) -> ReadResult:
+        return ReadResult(b"", offset, self._log_end, self._log_start)
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None
+    ) -> ReadResult:
+        """Whole batches from one segment, starting with the batch that contains ``fetch_offset``.
+
+        Up to ``max_bytes``, but at least one whole batch when ``min_one_batch`` (so a consumer can always
+        progress). ``max_offset`` is exclusive: only batches ending below it are returned (the broker
+        passes the high watermark or last stable offset). Reading at the log end returns nothing.
+        """
+        self._check_open()
+        start, end = self._log_start, self._log_end
+        if fetch_offset < start or fetch_offset > end:
+            raise OffsetOutOfRange(fetch_offset, start, end)
+        upper = end if max_offset is None else min(max_offset, end)
+        if fetch_offset >= upper:
+            return self._empty(fetch_offset)
+        segments = self._segments
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        found = None
+        while i < len(segments):
+            seg = segments[i]
+            found = seg.locate(fetch_offset)
+            if found is not None:
+                break
+            i += 1
+        if found is None:
+            return self._empty(fetch_offset)
+        pos, first = found
+        if first.last_offset >= upper:
+            return self._empty(fetch_offset)
+        limit = seg.size
+        if upper < seg.next_offset:
+            cap = seg.locate(upper)
+            if cap is not None:
+                limit = cap[0]
+        if first.size > max_bytes:
+            if not min_one_batch:
+                return self._empty(fetch_offset)
+            return ReadResult(seg.read(pos, first.size), first.next_offset, end, start)
+        data = seg.read(pos, min(max_bytes, limit - pos))
+        n = len(data)
+        p = last = 0
+        while True:
+            size = peek_size(data, p)
+            if size is None or p + size > n:
+                break
+            last = p
+            p += size
+        next_offset = parse_header(data, last).next_offset
+        return ReadResult(data if p == n else data[:p], next_offset, end, start)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the earliest batch at or above the log start whose max timestamp is at
+        least ``timestamp``: the batch's base offset (clamped to the log start) and its max timestamp.
+        Record-level precision inside a batch is left to the consumer, which skips earlier records."""
+        self._check_open()
+        start = self._log_start
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.max_timestamp < timestamp:
+                continue
+            hint = seg.time_index.lookup(timestamp)
+            from_offset = start if hint is None else max(hint, start)
+            pos = seg.offset_index.lookup(from_offset) if from_offset > seg.base_offset else 0
+            for _, h in BatchScan(seg.log_fd, pos, seg.size, validate_crc=False):
+                if h.last_offset >= start and h.max_timestamp >= timestamp:
+                    return max(h.base_offset, start), h.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP: ``(offset, timestamp)`` of the first batch at or above the log start
+        holding the largest timestamp; the offset is that batch's last offset (batch granularity, like
+        the offsets Kafka's time index records)."""
+        self._check_open()
+        start = self._log_start
+        best: tuple[int, int] | None = None
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.max_timestamp < 0:
+                continue
+            if best is not None and seg.max_timestamp <= best[1]:
+                continue
+            if seg.offset_of_max_timestamp >= start:
+                best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+                continue
+            # The segment's maximum lies below the log start: find the maximum of what remains.
+            for _, h in BatchScan(seg.log_fd, seg.offset_index.lookup(start), seg.size, validate_crc=False):
+                if h.last_offset >= start and (best is None or h.max_timestamp > best[1]):
+                    best = (h.last_offset, h.max_timestamp)
+        return best
+
+    # -- retention ---------------------------------------------------------------------------------------
+
+    def _delete_oldest_segment(self) -> int:
+        seg = self._segments[0]
+        with self._lock:
+            del self._segments[0]
+            del self._bases[0]
+            seg.deleted = True
+            self._dir_gen += 1
+        seg.delete_files()
+        return seg.base_offset
+
+    def _advance_start_to_first_segment(self) -> None:
+        first = self._segments[0].base_offset
+        if first > self._log_start:
+            self._log_start = first
+        self.producer_state.truncate_head(self._log_start)
+
+    def _delete_segments_below_start(self) -> list[int]:
+        deleted: list[int] = []
+        while len(self._segments) > 1 and self._bases[1] <= self._log_start:
+            deleted.append(self._delete_oldest_segment())
+        return deleted
+
+    def enforce_retention(self, now_ms: int) -> list[int]:
+        """Delete whole old segments (never the active one) by ``retention.ms`` (a segment's largest
+        timestamp) and ``retention.bytes``, and those wholly below the log start; returns their base
+        offsets. The log start offset moves to the first remaining segment."""
+        self._check_open()
+        config = self.config
+        deleted: list[int] = []
+        if config.deletes and config.retention_ms >= 0:
+            while len(self._segments) > 1 and now_ms - self._segments[0].largest_timestamp() > config.retention_ms:
+                deleted.append(self._delete_oldest_segment())
+        if config.deletes and config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+            while len(self._segments) > 1 and excess - self._segments[0].size >= 0:
+                excess -= self._segments[0].size
+                deleted.append(self._delete_oldest_segment())
+        deleted.extend(self._delete_segments_below_start())
+        if deleted:
+            self._advance_start_to_first_segment()
+        return deleted
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: move the log start to ``before_offset`` (persisted before returning); bytes go
+        only once a whole segment is below it. Returns the new log start offset (the low watermark)."""
+        self._check_open()
+        if before_offset < 0 or before_offset > self._log_end:
+            raise OffsetOutOfRange(before_offset, self._log_start, self._log_end)
+        if before_offset <= self._log_start:
+            return self._log_start
+        write_offset(self.directory, LOG_START_OFFSET_FILE, before_offset)
+        self._log_start = before_offset
+        self._delete_segments_below_start()
+        self._advance_start_to_first_segment()
+        return self._log_start
+
+    # -- flush -------------------------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync every dirty segment file and index (and the directory, after creations or deletions);
+        returns the new ``flushed_offset``. Safe to call from another thread while the owner appends."""
+        with self._flush_lock:
+            if self._closed:
+                return self._flushed_offset
+            self._flush_holding_flush_lock()
+            return self._flushed_offset
+
+    def _flush_holding_flush_lock(self) -> None:
+        with self._lock:
+            target = self._log_end
+            truncations = self._truncation_gen
+            work = [(seg, seg.write_gen) for seg in self._segments if seg.dirty]
+            fds: list[int] = []
+            try:
+                for seg, _ in work:
+                    fds.extend(seg.dup_fds())
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            dir_gen = self._dir_gen
+        try:
+            for fd in fds:
+                datasync(fd)
+            if dir_gen != self._dir_flushed_gen:
+                fsync_directory(self.directory)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            for seg, gen in work:
+                if gen > seg.flushed_gen:
+                    seg.flushed_gen = gen
+            self._dir_flushed_gen = max(self._dir_flushed_gen, dir_gen)
+            if truncations == self._truncation_gen and target > self._flushed_offset:
+                self._flushed_offset = target
+            active = self._segments[-1]
+            for seg, _ in work:
+                if seg is not active and not seg.deleted and not seg.dirty:
+                    seg.close_index_files()
+            flushed = self._flushed_offset
+            crossed = bisect_right(self._bases, flushed) > bisect_right(self._bases, self._checkpointed_recovery_point)
+        # Recovery works segment by segment, so the checkpoint only needs rewriting when the flushed
+        # offset enters a new segment; that keeps a flush at one fsync per dirty file.
+        if crossed:
+            self._write_recovery_point(flushed)
+
+    def _write_recovery_point(self, offset: int) -> None:
+        write_offset(self.directory, RECOVERY_POINT_FILE, offset)
+        self._checkpointed_recovery_point = offset
+
+    # -- truncation and lifetime -------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset at or after ``offset`` (a batch containing it goes whole, so the log end may
+        land below ``offset``). Producer state is rebuilt from what remains."""
+        with self._flush_lock:
+            self._check_open()
+            if offset < self._log_start:
+                raise OffsetOutOfRange(offset, self._log_start, self._log_end)
+            if offset >= self._log_end:
+                return
+            i = bisect_right(self._bases, offset) - 1
+            doomed = self._segments[i + 1 :]
+            with self._lock:
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                for seg in doomed:
+                    seg.deleted = True
+                self._dir_gen += 1
+                self._truncation_gen += 1
+            for seg in doomed:
+                seg.delete_files()
+            seg = self._segments[i]
+            seg.truncate_to(offset)
+            if seg.is_empty:
+                seg.rolling_base_ms = None
+            with self._lock:
+                self._log_end = seg.next_offset
+                self._flushed_offset = min(self._flushed_offset, self._log_end)
+            if self._log_start > self._log_end:
+                self._log_start = self._log_end
+                write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
+            if self._checkpointed_recovery_point > self._log_end:
+                self._write_recovery_point(self._log_end)
+            self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        state = self.producer_state
+        state.clear()
+        for seg in self._segments:
+            for _, h in BatchScan(seg.log_fd, 0, seg.size, validate_crc=False):
+                state.observe(h)
+        state.truncate_head(self._log_start)
+
+    def close(self) -> None:
+        """Flush, checkpoint and mark the shutdown clean, so the next open skips CRC validation."""
+        with self._flush_lock:
+            if self._closed:
+                return
+            self._flush_holding_flush_lock()
+            self._write_recovery_point(self._log_end)
+            write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
+            write_clean_marker(self.directory)
+            with self._lock:
+                self._closed = True
+            for seg in self._segments:
+                seg.close()
+
+    def delete(self) -> None:
+        """Close without flushing and remove the partition directory."""
+        with self._flush_lock:
+            with self._lock:
+                self._closed = True
+            for seg in self._segments:
+                seg.close()
+            shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,106 @@
+"""Scripted peers on real loopback sockets, for the failures a healthy broker never shows: a broker too old for
+ApiVersions v3, one that accepts and never answers, one that hangs up, one that answers garbage.
+
+Each serves exactly one connection at a time in a thread and records what it saw; `close()` joins the thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
+from groupstream.protocol.messages import APIS, by_name
+
+HOST = "127.0.0.1"
+API_VERSIONS = by_name("ApiVersions")
+ERROR_UNSUPPORTED_VERSION = 35
+
+Behaviour = Callable[[socket.socket, "ScriptedPeer"], None]
+
+
+class ScriptedPeer:
+    def __init__(self, behaviour: Behaviour, connections: int = 1) -> None:
+        self._listener = socket.create_server((HOST, 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.seen: list[tuple[int, int]] = []  # (api key, version) of each request received
+        self._behaviour = behaviour
+        self._connections = connections
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        with self._listener:
+            for _ in range(self._connections):
+                try:
+                    sock, _ = self._listener.accept()
+                except OSError:
+                    return
+                with sock:
+                    self._behaviour(sock, self)
+
+    def close(self) -> None:
+        self._listener.close()
+        self._thread.join(10)
+
+    def __enter__(self) -> ScriptedPeer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def next_request(sock: socket.socket, server: ServerConnection) -> Request | UnsupportedRequest | None:
+    """The next request on ``sock``, or None when the client hangs up."""
+    while True:
+        event = server.next_event()
+        if event is not None:
+            return event
+        data = sock.recv(65536)
+        if not data:
+            return None
+        server.receive_data(data)
+
+
+def old_broker(sock: socket.socket, peer: ScriptedPeer) -> None:
+    """A broker that knows ApiVersions v0 only and Metadata v0-1, answering as Kafka does: an unsupported
+    ApiVersions version gets a v0-format body with UNSUPPORTED_VERSION."""
+    server = ServerConnection(APIS)
+    R = API_VERSIONS.Response
+    keys = [R.ApiVersion(api_key=18, min_version=0, max_version=0), R.ApiVersion(api_key=3, min_version=0, max_version=1)]
+    while True:
+        event = next_request(sock, server)
+        if event is None:
+            return
+        if isinstance(event, UnsupportedRequest):
+            peer.seen.append((event.api_key, event.api_version))
+            continue
+        peer.seen.append((event.api.key, event.version))
+        code = ERROR_UNSUPPORTED_VERSION if event.version > 0 else 0
+        body = R(error_code=code, api_keys=keys)
+        sock.sendall(b"".join(ServerConnection.encode_response(API_VERSIONS, 0, event.header.correlation_id, body)))
+
+
+def silent(sock: socket.socket, peer: ScriptedPeer) -> None:
+    """Accepts, reads, never answers; returns when the client hangs up."""
+    while sock.recv(65536):
+        pass
+
+
+def hang_up(sock: socket.socket, peer: ScriptedPeer) -> None:
+    """Accepts and closes at once."""
+
+
+def wrong_correlation(sock: socket.socket, peer: ScriptedPeer) -> None:
+    """Answers ApiVersions with a well-formed body under a correlation id that was never sent."""
+    server = ServerConnection(APIS)
+    event = next_request(sock, server)
+    assert isinstance(event, Request)
+    body = API_VERSIONS.Response(error_code=0, api_keys=[])
+    sock.sendall(b"".join(ServerConnection.encode_response(API_VERSIONS, event.version, 4242, body)))
+    while sock.recv(65536):
+        pass

