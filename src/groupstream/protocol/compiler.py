@@ -465,3 +465,43 @@ class CompiledApi:
             self._gen.encoder(self.api.response, v, False)
             self._gen.decoder(self.api.request, v)
             self._gen.decoder(self.api.response, v)
+
+
+class CompiledStruct:
+    """A standalone versioned struct outside any API: the key and value formats of `__consumer_offsets`
+    records, and the consumer protocol's subscription and assignment bytes."""
+
+    def __init__(self, name: str, struct: Struct, valid: str, flexible: str = "") -> None:
+        self.name = name
+        self.struct = struct
+        self._api = Api(key=-1, name=name, valid=valid, flexible=flexible, request=struct, response=Struct(name))
+        self._gen = _Codegen(self._api)
+        self.Type: Any = self._gen.class_for(struct)
+
+    @property
+    def min_version(self) -> int:
+        return self._api.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self._api.max_version
+
+    def encode(self, msg: Message, version: int) -> bytes:
+        if not self._api.min_version <= version <= self._api.max_version:
+            raise LocalProtocolError(f"{self.name} has no version {version}")
+        out: list[bytes] = []
+        self._gen.encoder(self.struct, version, True)(msg, out)
+        return b"".join(out)
+
+    def decode(self, buf: bytes | memoryview, version: int, pos: int = 0) -> tuple[Message, int]:
+        """The message and the position after it."""
+        if not self._api.min_version <= version <= self._api.max_version:
+            raise PeerProtocolError(f"{self.name} has no version {version}")
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        try:
+            msg, end = self._gen.decoder(self.struct, version)(mv, pos)
+        except PeerProtocolError:
+            raise
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError) as e:
+            raise PeerProtocolError(f"malformed {self.name} v{version}: {e}") from None
+        return msg, end

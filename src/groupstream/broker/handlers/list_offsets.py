@@ -56,6 +56,11 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 if found is not None:
                     offset, timestamp = found
             parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
-                            leader_epoch=0))
+                            leader_epoch=0, old_style_offsets=_old_style(request.version, offset)))
         topics_out.append(TR(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics_out)
+
+
+def _old_style(version: int, offset: int) -> list[int]:
+    """ListOffsets v0 answers with a list of segment offsets; like Kafka today, we give the one offset found."""
+    return [offset] if version == 0 and offset >= 0 else []

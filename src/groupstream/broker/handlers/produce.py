@@ -34,8 +34,10 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     now = broker.now_ms()
     waits: list[asyncio.Future[None]] = []
     topics_out = []
+    by_id = request.version >= 13
     for td in req.topic_data:
-        topic = broker.catalog.get_topic(td.name)
+        topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
+        unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         parts = []
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
@@ -44,7 +46,10 @@ def handle_produce(broker: Broker, request: Request) -> Any:
             if req.transactional_id is not None:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, base_offset=-1))
                 continue
-            if topic is None or not 0 <= pd.index < topic.partitions:
+            if topic is None:
+                parts.append(PR(index=pd.index, error_code=unknown, base_offset=-1))
+                continue
+            if not 0 <= pd.index < topic.partitions:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1))
                 continue
             plog = broker.catalog.log(topic.name, pd.index)
@@ -66,7 +71,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
                     error_message=message,
                 )
             )
-        topics_out.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
+        topics_out.append(R.TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=parts))
     if acks == 0:
         return NO_RESPONSE
     body = R(responses=topics_out, throttle_time_ms=0)
