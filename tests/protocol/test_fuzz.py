@@ -8,6 +8,7 @@ so a malformed frame can never turn into an object the rest of the broker cannot
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 from typing import Any
 
 import crc32c
@@ -91,7 +92,9 @@ def request_frames(draw: st.DrawFn) -> tuple[bytes, RequestHeader, Any]:
     api = draw(st.sampled_from(SORTED_APIS))
     version = draw(st.integers(api.min_version, api.max_version))
     body = draw(message(api, version, "request"))
-    header = RequestHeader(api.key, version, draw(st.integers(0, 2**31 - 1)), draw(st.none() | st.text(max_size=8)))
+    header = RequestHeader(
+        api.key, version, draw(st.integers(0, 2**31 - 1)), draw(st.none() | st.text(max_size=8))
+    )
     parts: list[bytes] = []
     encode_request_header(header, api.is_flexible(version), parts)
     payload = b"".join(parts) + api.encode_request(body, version)
@@ -100,7 +103,7 @@ def request_frames(draw: st.DrawFn) -> tuple[bytes, RequestHeader, Any]:
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in pairwise(points)]
 
 
 def _drain(conn: ServerConnection, data: bytes, cuts: list[int]) -> list[Request | UnsupportedRequest]:
@@ -113,7 +116,10 @@ def _drain(conn: ServerConnection, data: bytes, cuts: list[int]) -> list[Request
 
 
 @FUZZ
-@given(frames=st.lists(request_frames(), min_size=1, max_size=3), cuts=st.lists(st.integers(0, 10_000), max_size=6))
+@given(
+    frames=st.lists(request_frames(), min_size=1, max_size=3),
+    cuts=st.lists(st.integers(0, 10_000), max_size=6),
+)
 def test_connection_reassembles_valid_requests_from_any_chunking(
     frames: list[tuple[bytes, RequestHeader, Any]], cuts: list[int]
 ) -> None:
@@ -131,7 +137,9 @@ def test_connection_reassembles_valid_requests_from_any_chunking(
     data=st.one_of(
         st.binary(max_size=256),
         request_frames().flatmap(lambda f: mutated(f[0])),
-        st.lists(request_frames(), min_size=2, max_size=3).flatmap(lambda fs: mutated(b"".join(f[0] for f in fs))),
+        st.lists(request_frames(), min_size=2, max_size=3).flatmap(
+            lambda fs: mutated(b"".join(f[0] for f in fs))
+        ),
     ),
     cuts=st.lists(st.integers(0, 10_000), max_size=6),
 )
@@ -155,17 +163,20 @@ def batches(draw: st.DrawFn) -> bytes:
     """A record batch with a valid v2 header and CRC around arbitrary record bytes (never parsed here)."""
     records = draw(st.binary(max_size=48))
     count = draw(st.integers(0, 5))
-    body = struct.pack(
-        ">hiqqqhii",
-        draw(st.integers(0, 0x7F)),  # attributes
-        max(count - 1, 0),  # last offset delta
-        draw(st.integers(0, 2**40)),  # base timestamp
-        draw(st.integers(0, 2**40)),  # max timestamp
-        draw(st.integers(-1, 2**40)),  # producer id
-        draw(st.integers(-1, 2**10)),  # producer epoch
-        draw(st.integers(-1, 2**20)),  # base sequence
-        count,
-    ) + records
+    body = (
+        struct.pack(
+            ">hiqqqhii",
+            draw(st.integers(0, 0x7F)),  # attributes
+            max(count - 1, 0),  # last offset delta
+            draw(st.integers(0, 2**40)),  # base timestamp
+            draw(st.integers(0, 2**40)),  # max timestamp
+            draw(st.integers(-1, 2**40)),  # producer id
+            draw(st.integers(-1, 2**10)),  # producer epoch
+            draw(st.integers(-1, 2**20)),  # base sequence
+            count,
+        )
+        + records
+    )
     crc = crc32c.crc32c(body)
     length = HEADER_SIZE - LOG_OVERHEAD + len(records)
     head = struct.pack(">qiibI", draw(st.integers(0, 2**40)), length, draw(st.integers(-1, 100)), 2, crc)
@@ -185,7 +196,10 @@ def test_iter_batches_finds_every_valid_batch(valid: list[bytes]) -> None:
 
 @FUZZ
 @given(
-    data=st.one_of(st.binary(max_size=200), st.lists(batches(), min_size=1, max_size=3).flatmap(lambda bs: mutated(b"".join(bs)))),
+    data=st.one_of(
+        st.binary(max_size=200),
+        st.lists(batches(), min_size=1, max_size=3).flatmap(lambda bs: mutated(b"".join(bs))),
+    ),
     validate_crc=st.booleans(),
 )
 def test_iter_batches_raises_only_peer_errors(data: bytes, validate_crc: bool) -> None:

@@ -128,10 +128,10 @@ def _import_all(package: str) -> None:
 
 
 def _kafka_python_codecs() -> dict[tuple[int, int, str], Reencode]:
-    from kafka.protocol.api_message import ApiMessage
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # its schema loader uses old importlib APIs
+        from kafka.protocol.api_message import ApiMessage
+
         for sub in ("admin", "consumer", "producer", "metadata"):
             _import_all(f"kafka.protocol.{sub}")
     codecs: dict[tuple[int, int, str], Reencode] = {}
@@ -165,7 +165,9 @@ def _aiokafka_codecs() -> dict[tuple[int, int, str], Reencode]:
         if not isinstance(version, int) or not hasattr(cls, "API_KEY"):
             continue
         kind = "request" if hasattr(cls, "RESPONSE_TYPE") else "response"
-        codecs.setdefault((cls.API_KEY, version, kind), lambda data, cls=cls: bytes(cls.decode(data).encode()))
+        codecs.setdefault(
+            (cls.API_KEY, version, kind), lambda data, cls=cls: bytes(cls.decode(data).encode())
+        )
     return codecs
 
 
@@ -183,7 +185,9 @@ def _peer_cases() -> list[Any]:
                 continue
             if peer == "aiokafka" and (key, version, kind) in _AIOKAFKA_UNUSED:
                 continue
-            cases.append(pytest.param(peer, api, version, kind, reencode, id=f"{peer}-{api.name}-v{version}-{kind}"))
+            cases.append(
+                pytest.param(peer, api, version, kind, reencode, id=f"{peer}-{api.name}-v{version}-{kind}")
+            )
     return cases
 
 

@@ -59,7 +59,9 @@ API = Api(
                     Field("topic_id", "uuid", versions="7+", ignorable=True),
                     Field("error_code", "int16"),
                     Field("error_message", "string", versions="1+", nullable="0+", ignorable=True),
-                    Field("topic_config_error_code", "int16", versions="5+", tag=0, tagged="5+", ignorable=True),
+                    Field(
+                        "topic_config_error_code", "int16", versions="5+", tag=0, tagged="5+", ignorable=True
+                    ),
                     Field("num_partitions", "int32", versions="5+", default=-1, ignorable=True),
                     Field("replication_factor", "int16", versions="5+", default=-1, ignorable=True),
                     Field(

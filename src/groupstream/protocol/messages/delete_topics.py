@@ -38,7 +38,9 @@ API = Api(
                     Field("name", "string", nullable="6+"),
                     Field("topic_id", "uuid", versions="6+", ignorable=True),
                     Field("error_code", "int16"),
-                    Field("error_message", "string", versions="5+", nullable="5+", default=NULL, ignorable=True),
+                    Field(
+                        "error_message", "string", versions="5+", nullable="5+", default=NULL, ignorable=True
+                    ),
                 )
             ),
         ),

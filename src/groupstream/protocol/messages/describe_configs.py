@@ -64,7 +64,9 @@ API = Api(
                                     ignorable=True,
                                 ),
                                 Field("config_type", "int8", versions="3+", default=0, ignorable=True),
-                                Field("documentation", "string", versions="3+", nullable="0+", ignorable=True),
+                                Field(
+                                    "documentation", "string", versions="3+", nullable="0+", ignorable=True
+                                ),
                             )
                         ),
                     ),

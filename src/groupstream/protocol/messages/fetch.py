@@ -18,7 +18,14 @@ API = Api(
     request=Struct(
         "FetchRequest",
         Field(
-            "cluster_id", "string", versions="12+", nullable="12+", tag=0, tagged="12+", default=NULL, ignorable=True
+            "cluster_id",
+            "string",
+            versions="12+",
+            nullable="12+",
+            tag=0,
+            tagged="12+",
+            default=NULL,
+            ignorable=True,
         ),
         Field("replica_id", "int32", versions="0-14", default=-1),
         Field(
@@ -51,13 +58,20 @@ API = Api(
                             Struct(
                                 "FetchPartition",
                                 Field("partition", "int32"),
-                                Field("current_leader_epoch", "int32", versions="9+", default=-1, ignorable=True),
+                                Field(
+                                    "current_leader_epoch", "int32", versions="9+", default=-1, ignorable=True
+                                ),
                                 Field("fetch_offset", "int64"),
                                 Field("last_fetched_epoch", "int32", versions="12+", default=-1),
                                 Field("log_start_offset", "int64", versions="5+", default=-1, ignorable=True),
                                 Field("partition_max_bytes", "int32"),
                                 Field(
-                                    "replica_directory_id", "uuid", versions="17+", tag=0, tagged="17+", ignorable=True
+                                    "replica_directory_id",
+                                    "uuid",
+                                    versions="17+",
+                                    tag=0,
+                                    tagged="17+",
+                                    ignorable=True,
                                 ),
                                 Field(
                                     "high_watermark",
@@ -108,7 +122,9 @@ API = Api(
                                 Field("partition_index", "int32"),
                                 Field("error_code", "int16"),
                                 Field("high_watermark", "int64"),
-                                Field("last_stable_offset", "int64", versions="4+", default=-1, ignorable=True),
+                                Field(
+                                    "last_stable_offset", "int64", versions="4+", default=-1, ignorable=True
+                                ),
                                 Field("log_start_offset", "int64", versions="5+", default=-1, ignorable=True),
                                 Field(
                                     "diverging_epoch",

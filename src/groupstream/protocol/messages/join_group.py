@@ -49,7 +49,12 @@ API = Api(
                     "JoinGroupResponseMember",
                     Field("member_id", "string"),
                     Field(
-                        "group_instance_id", "string", versions="5+", nullable="5+", default=NULL, ignorable=True
+                        "group_instance_id",
+                        "string",
+                        versions="5+",
+                        nullable="5+",
+                        default=NULL,
+                        ignorable=True,
                     ),
                     Field("metadata", "bytes"),
                 )

@@ -29,7 +29,9 @@ API = Api(
                             Struct(
                                 "ListOffsetsPartition",
                                 Field("partition_index", "int32"),
-                                Field("current_leader_epoch", "int32", versions="4+", default=-1, ignorable=True),
+                                Field(
+                                    "current_leader_epoch", "int32", versions="4+", default=-1, ignorable=True
+                                ),
                                 Field("timestamp", "int64"),
                                 Field("max_num_offsets", "int32", versions="0", default=1),
                             )

@@ -33,7 +33,13 @@ API = Api(
                                 "OffsetCommitRequestPartition",
                                 Field("partition_index", "int32"),
                                 Field("committed_offset", "int64"),
-                                Field("committed_leader_epoch", "int32", versions="6+", default=-1, ignorable=True),
+                                Field(
+                                    "committed_leader_epoch",
+                                    "int32",
+                                    versions="6+",
+                                    default=-1,
+                                    ignorable=True,
+                                ),
                                 Field("commit_timestamp", "int64", versions="1", default=-1),
                                 Field("committed_metadata", "string", nullable="0+"),
                             )

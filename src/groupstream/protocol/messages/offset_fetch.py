@@ -70,7 +70,11 @@ API = Api(
                                 Field("partition_index", "int32", versions="0-7"),
                                 Field("committed_offset", "int64", versions="0-7"),
                                 Field(
-                                    "committed_leader_epoch", "int32", versions="5-7", default=-1, ignorable=True
+                                    "committed_leader_epoch",
+                                    "int32",
+                                    versions="5-7",
+                                    default=-1,
+                                    ignorable=True,
                                 ),
                                 Field("metadata", "string", versions="0-7", nullable="0-7"),
                                 Field("error_code", "int16", versions="0-7"),

@@ -57,7 +57,9 @@ API = Api(
                                 Field("index", "int32"),
                                 Field("error_code", "int16"),
                                 Field("base_offset", "int64"),
-                                Field("log_append_time_ms", "int64", versions="2+", default=-1, ignorable=True),
+                                Field(
+                                    "log_append_time_ms", "int64", versions="2+", default=-1, ignorable=True
+                                ),
                                 Field("log_start_offset", "int64", versions="5+", default=-1, ignorable=True),
                                 Field(
                                     "record_errors",
@@ -78,7 +80,12 @@ API = Api(
                                     ignorable=True,
                                 ),
                                 Field(
-                                    "error_message", "string", versions="8+", nullable="8+", default=NULL, ignorable=True
+                                    "error_message",
+                                    "string",
+                                    versions="8+",
+                                    nullable="8+",
+                                    default=NULL,
+                                    ignorable=True,
                                 ),
                                 Field(
                                     "current_leader",

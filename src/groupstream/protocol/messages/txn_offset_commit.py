@@ -33,7 +33,13 @@ API = Api(
                                 "TxnOffsetCommitRequestPartition",
                                 Field("partition_index", "int32"),
                                 Field("committed_offset", "int64"),
-                                Field("committed_leader_epoch", "int32", versions="2+", default=-1, ignorable=True),
+                                Field(
+                                    "committed_leader_epoch",
+                                    "int32",
+                                    versions="2+",
+                                    default=-1,
+                                    ignorable=True,
+                                ),
                                 Field("committed_metadata", "string", nullable="0+"),
                             )
                         ),
