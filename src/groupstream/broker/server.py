@@ -173,13 +173,13 @@ class KafkaProtocol(asyncio.Protocol):
             transport.resume_reading()
             self._reading_paused = False
 
-    def _abort(self, reason: str) -> None:
+    def _abort(self, reason: str, level: int = logging.WARNING) -> None:
         if self._closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        log.log(level, "closing connection from %s: %s", self.peer, reason)
         self._closed = True
         if self._transport is not None:
             self._transport.close()
 
     def close(self) -> None:
-        self._abort("broker shutting down")
+        self._abort("broker shutting down", logging.DEBUG)
