@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import struct
 
 import pytest
@@ -215,7 +216,6 @@ def _list_offsets(raw: Raw, topic: str, timestamp: int) -> tuple[int, int]:
 
 
 def test_retention_moves_the_log_start_and_listoffsets_and_fetch_follow(tmp_path):
-    import time
 
     props = {"log.retention.check.interval.ms": "50", "auto.create.topics.enable": "false"}
     with running_broker(tmp_path, **props) as broker:
@@ -236,4 +236,33 @@ def test_retention_moves_the_log_start_and_listoffsets_and_fetch_follow(tmp_path
         assert part.log_start_offset == earliest
         raw.send(FETCH, 11, _fetch_body("r", 0, earliest, max_wait_ms=0))
         assert raw.receive()[3].responses[0].partitions[0].error_code == 0
+        raw.close()
+
+
+def test_large_fetch_response_to_a_slow_reader_arrives_whole(tmp_path):
+    """A 24 MB response cannot go out in one send: partial sends must resume exactly where they stopped."""
+
+    with running_broker(tmp_path) as broker:
+        broker.catalog.create_topic("big", 1, {})
+        raw = Raw(broker.config.port)
+        payloads = [bytes([i % 251]) * 100_000 for i in range(240)]
+        for start in range(0, len(payloads), 8):  # batches under max.message.bytes
+            b = BatchBuilder()
+            for i, value in enumerate(payloads[start : start + 8]):
+                b.append(value=value, key=None, timestamp=1_700_000_000_000 + i)
+            raw.send(PRODUCE, 9, _produce_body("big", 0, b.build()))
+            assert raw.receive()[3].responses[0].partition_responses[0].error_code == 0
+        body = _fetch_body("big", 0, 0, max_wait_ms=0)
+        body = body._replace(max_bytes=64 << 20, topics=[body.topics[0]._replace(
+            partitions=[body.topics[0].partitions[0]._replace(partition_max_bytes=64 << 20)])])
+        raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        raw.send(FETCH, 11, body)
+        part = raw.receive()[3].responses[0].partitions[0]
+        from groupstream.protocol.records.batch import iter_record_batches
+
+        values = [r.value for batch in iter_record_batches(part.records) for r in batch.records()]
+        assert values == payloads
+        # the connection still works afterwards
+        raw.send(METADATA, 9, METADATA.Request(topics=[]))
+        assert raw.receive()[3].brokers[0].node_id == broker.config.node_id
         raw.close()

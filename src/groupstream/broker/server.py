@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from groupstream.broker.socket_writer import SocketWriter
 from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
 from groupstream.protocol.errors import ProtocolError
 from groupstream.protocol.headers import RequestHeader
@@ -26,6 +27,7 @@ NO_RESPONSE: Any = object()
 """Returned by a handler for a request that gets no response at all (Produce with acks=0)."""
 
 _MAX_IN_FLIGHT = 256  # stop reading a connection with this many unanswered requests
+_MAX_UNSENT_BYTES = 64 * 1024 * 1024  # ... or with this much response data the peer has not taken yet
 
 
 class _Slot:
@@ -43,7 +45,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._slots: deque[_Slot] = deque()
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
-        self._writing_paused = False
+        self._writer: SocketWriter | None = None
         self._closed = False
         self.peer = "?"
 
@@ -52,25 +54,21 @@ class KafkaProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        sock = transport.get_extra_info("socket")
+        self._writer = SocketWriter(asyncio.get_running_loop(), sock.fileno(), self._update_reading)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
         self._broker.connections.discard(self)
         for slot in self._slots:
             if isinstance(slot.result, asyncio.Future) and not slot.result.done():
                 slot.result.cancel()
         self._slots.clear()
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        self._update_reading()
 
     def data_received(self, data: bytes) -> None:
         self._conn.receive_data(data)
@@ -116,8 +114,8 @@ class KafkaProtocol(asyncio.Protocol):
             self._update_reading()
 
     def _flush_ready(self) -> None:
-        transport = self._transport
-        assert transport is not None
+        writer = self._writer
+        assert writer is not None
         slots = self._slots
         while slots:
             slot = slots[0]
@@ -147,7 +145,10 @@ class KafkaProtocol(asyncio.Protocol):
                 log.exception("cannot encode the %s v%d response for %s", req.api.name, req.version, self.peer)
                 self._abort(f"internal error encoding {req.api.name}")
                 return
-            transport.writelines(parts)
+            writer.write(parts)
+            if writer.error is not None:
+                self._abort(f"write failed: {writer.error}", logging.INFO)
+                return
 
     def _unsupported(self, event: UnsupportedRequest) -> None:
         if event.api_key != 18:
@@ -165,7 +166,9 @@ class KafkaProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
-        want_pause = self._writing_paused or len(self._slots) >= _MAX_IN_FLIGHT
+        writer = self._writer
+        backlog = writer.buffered if writer is not None else 0
+        want_pause = backlog > _MAX_UNSENT_BYTES or len(self._slots) >= _MAX_IN_FLIGHT
         if want_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
