@@ -1,0 +1,356 @@
+"""One connection to one broker node, as a state machine that does no I/O and reads no clock.
+
+States (each lists the states it may be entered from, checked by one ``_transition_to``)::
+
+    DISCONNECTED --connect_started--> CONNECTING --connect_established--> NEGOTIATING --ApiVersions--> READY
+          ^----------------------------- disconnected (from any other state) ------------------------'
+
+The I/O shell (`NetworkClient`) opens the socket and reports what happened; this object decides what to send,
+keeps the in-flight requests with their deadlines, picks the API version for each request (the highest both
+sides know) and computes the reconnect backoff (``reconnect.backoff.ms`` doubling up to
+``reconnect.backoff.max.ms``, reset by a successful negotiation, as Java's ``ClusterConnectionStates`` does).
+
+Version negotiation follows the Java client: ApiVersions at v3 first. A broker that lacks v3 answers with
+UNSUPPORTED_VERSION (35) in a v0-format body, which may not even decode as v3; on either signal we ask again on
+the same connection, at the ApiVersions version the broker listed, else v0.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from groupstream.client.errors import KafkaProtocolError, UnsupportedVersionError
+from groupstream.client.net.config import NetworkConfig, exponential_backoff_ms
+from groupstream.protocol.compiler import CompiledApi
+from groupstream.protocol.connection import ClientConnection
+from groupstream.protocol.error_codes import ErrorCode, describe
+from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
+from groupstream.protocol.messages import APIS, by_name
+
+CLIENT_SOFTWARE_NAME = "groupstream"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+_API_VERSIONS = by_name("ApiVersions")
+_FIRST_API_VERSIONS_VERSION = 3
+_MAX_CHUNKS_PER_SEND = 64
+
+
+class ConnectionState(Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    NEGOTIATING = "negotiating"
+    READY = "ready"
+
+    @property
+    def valid_previous(self) -> frozenset[ConnectionState]:
+        return _VALID_PREVIOUS[self]
+
+
+_S = ConnectionState
+_VALID_PREVIOUS: dict[ConnectionState, frozenset[ConnectionState]] = {
+    _S.DISCONNECTED: frozenset({_S.CONNECTING, _S.NEGOTIATING, _S.READY}),
+    _S.CONNECTING: frozenset({_S.DISCONNECTED}),
+    _S.NEGOTIATING: frozenset({_S.CONNECTING}),
+    _S.READY: frozenset({_S.NEGOTIATING}),
+}
+
+
+class IllegalTransitionError(RuntimeError):
+    """The shell reported an event that cannot happen in the current state (a bug in the shell)."""
+
+
+@dataclass(slots=True)
+class InFlight:
+    tag: Any  # what the shell gets back: the UnsentRequest
+    api: CompiledApi
+    version: int
+    sent_ms: int
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A response to a request the shell sent through ``send``."""
+
+    tag: Any
+    version: int
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class DataResult:
+    """What ``on_data`` produced: completed requests, and a reason to close the connection if it broke."""
+
+    completions: list[Completion]
+    failure: str | None = None
+
+
+class NodeConnection:
+    """The protocol side of one broker connection. Not thread-safe: the network thread owns it."""
+
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        config: NetworkConfig,
+        *,
+        jitter: Callable[[], float] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self._config = config
+        self._jitter = jitter or (lambda: 1.0)
+        self.state = ConnectionState.DISCONNECTED
+        self.failures = 0  # consecutive failed attempts, for the backoff
+        self.reconnect_at_ms = 0
+        self._setup_deadline_ms = 0
+        self._codec: ClientConnection | None = None
+        self._out: deque[memoryview] = deque()
+        self._in_flight: dict[int, InFlight] = {}
+        self._negotiation_corr = -1
+        self._negotiation_version = _FIRST_API_VERSIONS_VERSION
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.last_failure: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"NodeConnection(node {self.node_id} at {self.address}, {self.state.value}, {self.in_flight} in flight)"
+
+    # --- state -----------------------------------------------------------------------------------------
+
+    def _transition_to(self, new: ConnectionState) -> None:
+        if self.state not in new.valid_previous:
+            raise IllegalTransitionError(
+                f"node {self.node_id}: {self.state.value} -> {new.value} is not allowed"
+            )
+        self.state = new
+
+    def can_connect(self, now_ms: int) -> bool:
+        """Disconnected and past the backoff: the shell may open a socket."""
+        return self.state is ConnectionState.DISCONNECTED and now_ms >= self.reconnect_at_ms
+
+    def connect_started(self, now_ms: int) -> None:
+        """The shell began a non-blocking connect."""
+        self._transition_to(ConnectionState.CONNECTING)
+        self._setup_deadline_ms = now_ms + self._config.connection_setup_timeout_ms
+
+    def connect_established(self, now_ms: int) -> None:
+        """The TCP connection is up: negotiate versions before anything else is sent."""
+        self._transition_to(ConnectionState.NEGOTIATING)
+        self._codec = ClientConnection(APIS, self._config.client_id, self._config.max_response_bytes)
+        self._send_api_versions(_FIRST_API_VERSIONS_VERSION, now_ms)
+
+    def disconnected(self, now_ms: int, reason: str) -> list[Any]:
+        """The socket closed or failed (or the shell closed it). Returns the tags of the requests that were
+        in flight, oldest first, so the shell can fail them; the next attempt waits for the backoff."""
+        if self.state is ConnectionState.DISCONNECTED:
+            return []
+        was_ready = self.state is ConnectionState.READY
+        self._transition_to(ConnectionState.DISCONNECTED)
+        tags = [f.tag for f in self._in_flight.values() if f.tag is not None]
+        self._in_flight.clear()
+        self._out.clear()
+        self._codec = None
+        self.last_failure = reason
+        # a connection that worked and then dropped reconnects after the initial backoff, not a longer one
+        self.failures = 1 if was_ready else self.failures + 1
+        backoff = exponential_backoff_ms(
+            self._config.reconnect_backoff_ms,
+            self._config.reconnect_backoff_max_ms,
+            self.failures,
+            self._jitter(),
+        )
+        self.reconnect_at_ms = now_ms + backoff
+        return tags
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not answered, ApiVersions included."""
+        return len(self._in_flight)
+
+    def can_send(self) -> bool:
+        return self.state is ConnectionState.READY and len(self._in_flight) < self._config.max_in_flight
+
+    # --- versions ----------------------------------------------------------------------------------------
+
+    def version_for(self, api: CompiledApi, max_version: int | None = None) -> int:
+        """The highest version of ``api`` both sides support (at most ``max_version``)."""
+        broker = self.api_versions.get(api.key)
+        if broker is None:
+            raise UnsupportedVersionError(f"broker {self.address} does not serve {api.name}")
+        low = max(broker[0], api.min_version)
+        high = min(broker[1], api.max_version)
+        if max_version is not None:
+            high = min(high, max_version)
+        if high < low:
+            raise UnsupportedVersionError(
+                f"broker {self.address} serves {api.name} v{broker[0]}-{broker[1]}; this client sends "
+                f"v{api.min_version}-{api.max_version if max_version is None else min(max_version, api.max_version)}"
+            )
+        return high
+
+    def supports(self, api: CompiledApi) -> bool:
+        return api.key in self.api_versions
+
+    # --- sending -----------------------------------------------------------------------------------------
+
+    def send(
+        self,
+        tag: Any,
+        api: CompiledApi,
+        version: int,
+        body: Any,
+        now_ms: int,
+        *,
+        expect_response: bool = True,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Queue a request; raises KafkaProtocolError when ``body`` cannot be encoded at ``version`` (nothing
+        is queued then, and the connection stays usable)."""
+        if not self.can_send() or self._codec is None:
+            raise IllegalTransitionError(
+                f"node {self.node_id} cannot send now ({self.state.value}, {self.in_flight} in flight)"
+            )
+        try:
+            corr, wire = self._codec.send_request(api, version, body, expect_response)
+        except (LocalProtocolError, TypeError, ValueError, OverflowError, struct.error) as e:
+            # a body that does not fit the version (or the schema): fail this request, keep the connection
+            raise KafkaProtocolError(f"cannot encode {api.name} v{version}: {e}") from None
+        self._out.append(memoryview(wire))
+        if expect_response:
+            timeout = self._config.request_timeout_ms if timeout_ms is None else timeout_ms
+            self._in_flight[corr] = InFlight(tag, api, version, now_ms, now_ms + timeout)
+
+    def _send_api_versions(self, version: int, now_ms: int) -> None:
+        assert self._codec is not None
+        body = _API_VERSIONS.Request(
+            client_software_name=CLIENT_SOFTWARE_NAME if version >= 3 else "",
+            client_software_version=CLIENT_SOFTWARE_VERSION if version >= 3 else "",
+        )
+        corr, wire = self._codec.send_request(_API_VERSIONS, version, body)
+        self._out.append(memoryview(wire))
+        self._negotiation_corr = corr
+        self._negotiation_version = version
+        self._in_flight[corr] = InFlight(
+            None, _API_VERSIONS, version, now_ms, now_ms + self._config.request_timeout_ms
+        )
+
+    def has_output(self) -> bool:
+        return bool(self._out)
+
+    def output_chunks(self) -> list[memoryview]:
+        """The bytes waiting for the socket, in order (for one ``sendmsg``)."""
+        out = self._out
+        if len(out) <= _MAX_CHUNKS_PER_SEND:
+            return list(out)
+        return [out[i] for i in range(_MAX_CHUNKS_PER_SEND)]
+
+    def on_sent(self, n: int) -> None:
+        """The socket accepted ``n`` bytes of ``output_chunks``."""
+        out = self._out
+        while n > 0:
+            head = out[0]
+            if n >= len(head):
+                n -= len(head)
+                out.popleft()
+            else:
+                out[0] = head[n:]
+                n = 0
+
+    # --- receiving ----------------------------------------------------------------------------------------
+
+    def on_data(self, data: bytes | bytearray | memoryview, now_ms: int) -> DataResult:
+        """Bytes from the socket: decode every complete response. Negotiation is handled here; responses to
+        the shell's requests come back as completions. A broken peer yields a ``failure`` reason, after which
+        the shell must close the socket and call ``disconnected``."""
+        codec = self._codec
+        if codec is None or self.state in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
+            raise IllegalTransitionError(f"node {self.node_id}: data received while {self.state.value}")
+        codec.receive_data(data)
+        done: list[Completion] = []
+        while True:
+            try:
+                got = codec.next_response()
+            except PeerProtocolError as e:
+                if self.state is ConnectionState.NEGOTIATING and self._negotiation_version > 0:
+                    # a broker without our ApiVersions version answers in v0 format: ask again at v0
+                    self._in_flight.pop(self._negotiation_corr, None)
+                    self._send_api_versions(0, now_ms)
+                    continue
+                return DataResult(done, f"malformed response from {self.address}: {e}")
+            if got is None:
+                return DataResult(done)
+            corr, _api, version, body = got
+            flight = self._in_flight.pop(corr, None)
+            if flight is None:
+                return DataResult(
+                    done, f"{self.address} answered correlation id {corr}, which is not in flight"
+                )
+            if flight.tag is None:
+                failure = self._on_api_versions(body, now_ms)
+                if failure is not None:
+                    return DataResult(done, failure)
+                continue
+            done.append(Completion(flight.tag, version, body))
+
+    def _on_api_versions(self, body: Any, now_ms: int) -> str | None:
+        code = body.error_code
+        if code == ErrorCode.UNSUPPORTED_VERSION and self._negotiation_version > 0:
+            listed = [k for k in body.api_keys if k.api_key == _API_VERSIONS.key]
+            retry = min(listed[0].max_version, _API_VERSIONS.max_version) if listed else 0
+            retry = max(0, min(retry, self._negotiation_version - 1))
+            self._send_api_versions(retry, now_ms)
+            return None
+        if code != ErrorCode.NONE:
+            return f"{self.address} refused ApiVersions v{self._negotiation_version}: {describe(code)} (error {code})"
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        self._transition_to(ConnectionState.READY)
+        self.failures = 0
+        self.last_failure = None
+        return None
+
+    # --- time ----------------------------------------------------------------------------------------------
+
+    def check_timeouts(self, now_ms: int) -> tuple[str, Any] | None:
+        """``(reason, tag)`` when the connection must be closed because connecting or a request took too
+        long (``tag`` is the timed-out request's, None for the connection itself); None otherwise. Responses
+        come in order, so one overdue request means the connection is stuck: Java closes it too."""
+        if self.state is ConnectionState.CONNECTING:
+            if now_ms >= self._setup_deadline_ms:
+                return (
+                    f"no connection to {self.address} within "
+                    f"socket.connection.setup.timeout.ms={self._config.connection_setup_timeout_ms}",
+                    None,
+                )
+            return None
+        for f in self._in_flight.values():
+            if now_ms >= f.deadline_ms:
+                what = f.api.name if f.tag is not None else "ApiVersions (negotiation)"
+                return (
+                    f"{what} to {self.address} got no response within {f.deadline_ms - f.sent_ms} ms",
+                    f.tag,
+                )
+        return None
+
+    def next_deadline_ms(self) -> int | None:
+        """When this connection next needs attention without any I/O: a timeout, or the end of the backoff."""
+        if self.state is ConnectionState.DISCONNECTED:
+            return self.reconnect_at_ms
+        if self.state is ConnectionState.CONNECTING:
+            return self._setup_deadline_ms
+        if not self._in_flight:
+            return None
+        return min(f.deadline_ms for f in self._in_flight.values())
