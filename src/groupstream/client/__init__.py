@@ -1,2 +1,3 @@
-"""The groupstream client. For now: a blocking connection, a synchronous Admin and small produce/fetch helpers;
-the threaded Consumer and Producer arrive later and reuse the sans-IO codec, not the blocking connection."""
+"""The groupstream client: the Producer on a background network thread (`client.net`), a synchronous Admin,
+and small blocking produce/fetch helpers used by the CLI. The Consumer (seed 002's design) comes next and
+reuses the same network thread."""
