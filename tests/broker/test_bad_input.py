@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import socket
-import time
 import struct
+import time
 
 import pytest
 
