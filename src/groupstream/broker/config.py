@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from groupstream.coordinator.config import PROPERTY_NAMES as GROUP_PROPERTY_NAMES
+from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.protocol.framing import DEFAULT_MAX_FRAME
 
 
@@ -74,6 +76,15 @@ class BrokerConfig:
     retention_check_interval_ms: int = 60_000
     # acks=all waits for fsync by default: acknowledged records survive power loss, not only kill -9.
     topic_defaults: dict[str, str] = field(default_factory=lambda: {"flush.policy": "always"})
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    # group.* and offsets.* properties of the coordinator, validated on apply
+    group_properties: dict[str, str] = field(default_factory=dict)
+
+    def group_coordinator_config(self) -> GroupCoordinatorConfig:
+        return GroupCoordinatorConfig.from_properties(self.group_properties)
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -94,6 +105,21 @@ class BrokerConfig:
                 self.retention_check_interval_ms = _int(name, value, 1)
             elif name in _LOG_DEFAULT_NAMES:
                 self.topic_defaults[_LOG_DEFAULT_NAMES[name]] = value
+            elif name == "offsets.topic.num.partitions":
+                self.offsets_topic_num_partitions = _int(name, value, 1)
+            elif name == "offsets.topic.segment.bytes":
+                self.offsets_topic_segment_bytes = _int(name, value, 1024)
+            elif name == "log.cleaner.enable":
+                self.log_cleaner_enable = _bool(name, value)
+            elif name == "log.cleaner.backoff.ms":
+                self.log_cleaner_backoff_ms = _int(name, value, 1)
+            elif name in GROUP_PROPERTY_NAMES:
+                candidate = {**self.group_properties, name: value}
+                try:
+                    GroupCoordinatorConfig.from_properties(candidate)
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
+                self.group_properties = candidate
             else:
                 known = sorted(
                     [
@@ -102,6 +128,11 @@ class BrokerConfig:
                         "node.id",
                         "socket.request.max.bytes",
                         "log.retention.check.interval.ms",
+                        "offsets.topic.num.partitions",
+                        "offsets.topic.segment.bytes",
+                        "log.cleaner.enable",
+                        "log.cleaner.backoff.ms",
+                        *GROUP_PROPERTY_NAMES,
                         *_LOG_DEFAULT_NAMES,
                     ]
                 )

@@ -8,9 +8,13 @@ import time
 import uuid
 from typing import Any
 
+from groupstream.broker.cleaner import LogCleaner
 from groupstream.broker.config import BrokerConfig, ConfigError
+from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
+from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_factory
 from groupstream.broker.flusher import Flusher
 from groupstream.broker.handlers import Handler, load_all
+from groupstream.broker.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from groupstream.broker.producer_ids import ProducerIdAllocator
 from groupstream.broker.purgatory import FetchPurgatory
 from groupstream.broker.server import KafkaProtocol
@@ -29,7 +33,8 @@ def wall_clock_ms() -> int:
 class Broker:
     """Owns everything a handler may touch; handlers run on the event loop thread only."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, shard_factory: ShardFactory | None = None) -> None:
+        """``shard_factory`` replaces the real coordinator shard (tests script their own)."""
         self.config = config
         self.apis: dict[int, CompiledApi] = APIS
         self.handlers: dict[int, Handler] = load_all()
@@ -44,6 +49,21 @@ class Broker:
         self.cluster_id = self._load_cluster_id()
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
+        try:
+            partitions = ensure_offsets_topic(
+                self.catalog, config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes
+            )
+        except Exception:
+            self.catalog.close()
+            raise
+        self.coordinator = CoordinatorRuntime(
+            self, OFFSETS_TOPIC, partitions, shard_factory or default_shard_factory(config),
+            metadata=CatalogTopics(self.catalog),
+        )
+        self.cleaner = LogCleaner(self.catalog, self.now_ms, config.log_cleaner_backoff_ms)
+        # The peer of the request being dispatched, as Kafka reports client hosts ("/127.0.0.1"); the server
+        # sets it before each handler call (handlers run one at a time on the loop).
+        self.current_client_host = "/?"
         self._server: asyncio.AbstractServer | None = None
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
@@ -88,6 +108,9 @@ class Broker:
         sock = self._server.sockets[0]
         self.config.port = sock.getsockname()[1]
         self._retention_task = asyncio.create_task(self._retention_loop())
+        self.coordinator.start()
+        if self.config.log_cleaner_enable:
+            self.cleaner.start()
         host, port = self.config.advertised
         log.info("groupstream broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.config.node_id, self.config.host, self.config.port, host, port, self.config.data_dir)
@@ -100,6 +123,8 @@ class Broker:
         self.purgatory.wake_all()
         if self._retention_task is not None:
             self._retention_task.cancel()
+        await self.coordinator.close()
+        await self.cleaner.close()
         await self.flusher.close()
         self.catalog.close()
         if self._server is not None:

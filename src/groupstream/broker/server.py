@@ -48,6 +48,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._writer: SocketWriter | None = None
         self._closed = False
         self.peer = "?"
+        self.client_host = "/?"
 
     # --- asyncio callbacks -------------------------------------------------------------------------------
 
@@ -58,6 +59,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._writer = SocketWriter(asyncio.get_running_loop(), sock.fileno(), self._update_reading)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = f"/{peer[0]}" if peer else "/?"
         self._broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -93,6 +95,7 @@ class KafkaProtocol(asyncio.Protocol):
         if handler is None:
             self._abort(f"no handler for {request.api.name}")
             return
+        self._broker.current_client_host = self.client_host
         try:
             result = handler(self._broker, request)
         except Exception:

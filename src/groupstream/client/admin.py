@@ -1,28 +1,54 @@
-"""A synchronous Admin: topics, partitions, configs and offsets, over one blocking connection.
+"""A synchronous Admin: topics, partitions, configs, offsets and consumer groups, over blocking connections.
 
-Each call is one request to the bootstrap broker it connected to; a one-node cluster (our broker) answers
-everything, and a Kafka cluster forwards admin requests to its controller. Per-topic errors from the broker
-raise `KafkaError` naming the topic; calls over several topics finish the request first and then raise for
-the first topic that failed (the others took effect).
+Topic calls are one request to the bootstrap broker it connected to; a one-node cluster (our broker) answers
+everything, and a Kafka cluster forwards admin requests to its controller. Group calls go to the group's
+coordinator: FindCoordinator first, then the request, both retried while the answer is NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (a coordinator moving or loading its shard) until
+``request.timeout.ms`` runs out. ListGroups asks every broker, since each lists only the groups it
+coordinates. Per-topic (per-group) errors from the broker raise `KafkaError` naming the topic (group); calls
+over several finish the request first and then raise for the first that failed (the others took effect).
 """
 
 from __future__ import annotations
 
+import functools
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from groupstream.client.config import AdminConfig
-from groupstream.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError
+from groupstream.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, check
 from groupstream.client.metadata import ClusterMetadata, TopicDescription, request_metadata, topic_error
 from groupstream.client.net.blocking import BlockingConnection
+from groupstream.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerAssignment,
+    ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+)
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.primitives import ZERO_UUID
 
-__all__ = ["Admin", "ConfigEntry", "CreatedTopic", "ListedOffset", "NewTopic", "TopicDescription"]
+__all__ = [
+    "Admin",
+    "ConfigEntry",
+    "CreatedTopic",
+    "GroupDescription",
+    "GroupMember",
+    "ListedGroup",
+    "ListedOffset",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "TopicDescription",
+]
+
+_T = TypeVar("_T")
 
 # ListOffsets' special timestamps
 LATEST = -1
@@ -83,8 +109,101 @@ class ListedOffset:
     leader_epoch: int = -1
 
 
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """A committed position: the offset of the next record to consume, and the committer's metadata string."""
+
+    offset: int
+    metadata: str | None = ""
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """One row of ListGroups. ``state`` and ``group_type`` are None when the broker's version lacks them."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+    group_type: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member as DescribeGroups shows it. For protocol type ``consumer`` the raw metadata and assignment
+    bytes are decoded too (None when they do not decode: another protocol mislabelled, or a member of a group
+    still rebalancing)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment_bytes: bytes
+    subscription: ConsumerSubscription | None = None
+    assignment: ConsumerAssignment | None = None
+
+    @property
+    def assigned_partitions(self) -> tuple[tuple[str, int], ...]:
+        return self.assignment.partitions if self.assignment is not None else ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group as its coordinator describes it. A group the coordinator does not know is state ``Dead`` with
+    no members (what DescribeGroups v0-v5 answer; v6's GROUP_ID_NOT_FOUND is folded into the same form)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
+    coordinator_id: int = -1
+    coordinator: str = ""
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"
+
+    def owners(self) -> dict[tuple[str, int], GroupMember]:
+        """Which member is assigned each (topic, partition)."""
+        return {tp: m for m in self.members for tp in m.assigned_partitions}
+
+
+# The group states Kafka names, by lower-case name, so a user's "stable" filters like "Stable".
+GROUP_STATES = {
+    s.lower(): s
+    for s in (
+        "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling",
+        "NotReady",
+    )
+}  # fmt: skip
+_COORDINATOR_ERRORS = frozenset(
+    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+)
+_GROUP_KEY = 0  # FindCoordinator key type of a consumer group
+# OffsetCommit/OffsetFetch v10 name topics by id; the admin names them, so it stops at v9.
+_MAX_OFFSET_API_VERSION = 9
+
+
+class _Retry(Exception):
+    """The coordinator moved, is not there yet, or is still loading: find it again and retry."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def parse_group_state(text: str) -> str:
+    """A user's state name (any case) as Kafka spells it; raises ValueError listing the known ones."""
+    found = GROUP_STATES.get(text.strip().lower())
+    if found is None:
+        raise ValueError(f"unknown group state {text!r}; known: {', '.join(GROUP_STATES.values())}")
+    return found
+
+
 def parse_offset_spec(spec: str | int) -> int:
-    """"earliest", "latest", "max-timestamp" or a timestamp in ms (>= 0) to ListOffsets' timestamp field."""
+    """ "earliest", "latest", "max-timestamp" or a timestamp in ms (>= 0) to ListOffsets' timestamp field."""
     if isinstance(spec, bool):
         raise ValueError(f"offset spec must be earliest, latest, max-timestamp or a timestamp, got {spec!r}")
     if isinstance(spec, int):
@@ -96,7 +215,9 @@ def parse_offset_spec(spec: str | int) -> int:
         return _OFFSET_SPECS[key]
     if key.isdigit():
         return int(key)
-    raise ValueError(f"offset spec must be earliest, latest, max-timestamp or a timestamp in ms, got {spec!r}")
+    raise ValueError(
+        f"offset spec must be earliest, latest, max-timestamp or a timestamp in ms, got {spec!r}"
+    )
 
 
 class Admin:
@@ -104,6 +225,7 @@ class Admin:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **aliases: Any) -> None:
         self.config = AdminConfig.from_mapping(config, aliases)
+        self._others: dict[str, BlockingConnection] = {}  # connections to other brokers (coordinators)
         self._conn = self._connect()
 
     def _connect(self) -> BlockingConnection:
@@ -136,12 +258,16 @@ class Admin:
 
     # --- topics ---------------------------------------------------------------------------------------
 
-    def create_topics(self, specs: Iterable[NewTopic | str], validate_only: bool = False) -> dict[str, CreatedTopic]:
+    def create_topics(
+        self, specs: Iterable[NewTopic | str], validate_only: bool = False
+    ) -> dict[str, CreatedTopic]:
         api = by_name("CreateTopics")
         version = self._conn.version_for("CreateTopics")
         wanted = [NewTopic(s) if isinstance(s, str) else s for s in specs]
         if validate_only and version < 1:
-            raise UnsupportedVersionError(f"broker {self._conn.address} cannot validate without creating (CreateTopics v0)")
+            raise UnsupportedVersionError(
+                f"broker {self._conn.address} cannot validate without creating (CreateTopics v0)"
+            )
         R: Any = api.Request
         C = R.CreatableTopic
         topics = [
@@ -155,7 +281,9 @@ class Admin:
             for t in wanted
         ]
         resp = self._conn.request(
-            "CreateTopics", R(topics=topics, timeout_ms=self._timeout_ms(), validate_only=validate_only), version
+            "CreateTopics",
+            R(topics=topics, timeout_ms=self._timeout_ms(), validate_only=validate_only),
+            version,
         )
         asked = {t.name: t for t in wanted}
         out: dict[str, CreatedTopic] = {}
@@ -181,7 +309,10 @@ class Admin:
         names = list(names)
         R: Any = api.Request
         if version >= 6:
-            body = R(topics=[R.DeleteTopicState(name=n, topic_id=ZERO_UUID) for n in names], timeout_ms=self._timeout_ms())
+            body = R(
+                topics=[R.DeleteTopicState(name=n, topic_id=ZERO_UUID) for n in names],
+                timeout_ms=self._timeout_ms(),
+            )
         else:
             body = R(topic_names=names, timeout_ms=self._timeout_ms())
         resp = self._conn.request("DeleteTopics", body, version)
@@ -236,8 +367,13 @@ class Admin:
         api = by_name("DescribeConfigs")
         version = self._conn.version_for("DescribeConfigs")
         R: Any = api.Request
-        body = R(resources=[R.DescribeConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=topic,
-                                                      configuration_keys=None)])
+        body = R(
+            resources=[
+                R.DescribeConfigsResource(
+                    resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=None
+                )
+            ]
+        )
         resp = self._conn.request("DescribeConfigs", body, version)
         out: dict[str, ConfigEntry] = {}
         for res in resp.results:
@@ -274,15 +410,20 @@ class Admin:
             by_topic.setdefault(topic, []).append(
                 T.ListOffsetsPartition(partition_index=partition, timestamp=ts, max_num_offsets=1)
             )
-        body = R(replica_id=-1, isolation_level=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+        body = R(
+            replica_id=-1, isolation_level=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]
+        )
         resp = self._conn.request("ListOffsets", body, version)
         out: dict[tuple[str, int], ListedOffset] = {}
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code != ErrorCode.NONE:
                     if p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        raise KafkaError(p.error_code, f"topic {t.name!r} has no partition {p.partition_index}"
-                                         " (or does not exist)", resource=f"{t.name}[{p.partition_index}]")
+                        raise KafkaError(
+                            p.error_code,
+                            f"topic {t.name!r} has no partition {p.partition_index} (or does not exist)",
+                            resource=f"{t.name}[{p.partition_index}]",
+                        )
                     raise KafkaError(p.error_code, resource=f"{t.name}[{p.partition_index}]")
                 if version == 0:
                     offset = p.old_style_offsets[0] if p.old_style_offsets else -1
@@ -292,14 +433,362 @@ class Admin:
         missing = set(timestamps) - set(out)
         if missing:
             topic, partition = sorted(missing)[0]
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "the broker did not answer for it",
-                             resource=f"{topic}[{partition}]")
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "the broker did not answer for it",
+                resource=f"{topic}[{partition}]",
+            )
         return out
+
+    # --- consumer groups ------------------------------------------------------------------------------
+
+    def list_groups(self, states: Iterable[str] | None = None) -> list[ListedGroup]:
+        """Every group on every broker (sorted by id), optionally only those in ``states`` (any case).
+
+        Brokers before ListGroups v4 cannot filter or report states; their groups are described to learn them.
+        """
+        wanted = None if states is None else {parse_group_state(s) for s in states}
+        out: dict[str, ListedGroup] = {}
+        for broker in self.describe_cluster().brokers:
+            on_broker = functools.partial(self._list_groups_on, broker.host, broker.port, wanted)
+            for g in self._retrying(f"broker {broker.host}:{broker.port}", on_broker):
+                out[g.group_id] = g
+        groups = list(out.values())
+        if wanted is not None and any(g.state is None for g in groups):
+            unknown = [g.group_id for g in groups if g.state is None]
+            described = self.describe_groups(unknown)
+            groups = [
+                ListedGroup(g.group_id, g.protocol_type, described[g.group_id].state, g.group_type)
+                if g.state is None
+                else g
+                for g in groups
+            ]
+        if wanted is not None:
+            groups = [g for g in groups if g.state in wanted]
+        return sorted(groups, key=lambda g: g.group_id)
+
+    def _list_groups_on(self, host: str, port: int, states: set[str] | None) -> list[ListedGroup]:
+        conn = self._conn_to(host, port)
+        version = conn.version_for("ListGroups")
+        R: Any = by_name("ListGroups").Request
+        body = R(states_filter=sorted(states) if states is not None and version >= 4 else [])
+        resp = self._request(conn, "ListGroups", body, version)
+        if resp.error_code in _COORDINATOR_ERRORS:
+            raise _Retry(resp.error_code)
+        check(resp.error_code, resource=f"broker {conn.address}")
+        return [
+            ListedGroup(
+                g.group_id,
+                g.protocol_type,
+                g.group_state if version >= 4 else None,
+                g.group_type if version >= 5 and g.group_type else None,
+            )
+            for g in resp.groups
+        ]
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State, protocol and members of each group, by id, asked of each group's coordinator."""
+        out: dict[str, GroupDescription] = {}
+        for group in group_ids:
+            out[group] = self._with_coordinator(group, functools.partial(self._describe_one, group=group))
+        return out
+
+    def _describe_one(self, conn: BlockingConnection, node_id: int, *, group: str) -> GroupDescription:
+        version = conn.version_for("DescribeGroups")
+        R: Any = by_name("DescribeGroups").Request
+        resp = self._request(
+            conn, "DescribeGroups", R(groups=[group], include_authorized_operations=False), version
+        )
+        found = [g for g in resp.groups if g.group_id == group]
+        if not found:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "the coordinator did not describe it",
+                resource=f"group {group!r}",
+            )
+        g = found[0]
+        if g.error_code in _COORDINATOR_ERRORS:
+            raise _Retry(g.error_code)
+        if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return GroupDescription(group, "Dead", "", "", (), node_id, conn.address)
+        check(g.error_code, g.error_message, resource=f"group {group!r}")
+        consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
+        members = tuple(
+            GroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=bytes(m.member_metadata),
+                assignment_bytes=bytes(m.member_assignment),
+                subscription=_decoded(decode_subscription, m.member_metadata) if consumer else None,
+                assignment=_decoded(decode_assignment, m.member_assignment) if consumer else None,
+            )
+            for m in g.members
+        )
+        return GroupDescription(
+            group, g.group_state, g.protocol_type, g.protocol_data, members, node_id, conn.address
+        )
+
+    def list_group_offsets(
+        self, group: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's committed offsets by (topic, partition), sorted; partitions without one are left out.
+
+        A group the coordinator does not know has none.
+        """
+        wanted = None if partitions is None else sorted(set(partitions))
+        return self._with_coordinator(group, lambda conn, _node: self._fetch_offsets(conn, group, wanted))
+
+    def _fetch_offsets(
+        self, conn: BlockingConnection, group: str, wanted: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        version = conn.version_for("OffsetFetch", _MAX_OFFSET_API_VERSION)
+        R: Any = by_name("OffsetFetch").Request
+        asked = wanted
+        if asked is None and version < 2:
+            # v0-1 cannot ask for "all": ask for every partition of every topic instead
+            md = request_metadata(conn, None)
+            asked = [(t.name, p.partition) for t in md.topics.values() for p in t.partitions]
+        grouped = _by_topic(asked) if asked is not None else None
+        if version >= 8:
+            G = R.OffsetFetchRequestGroup
+            topics = (
+                None
+                if grouped is None
+                else [G.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in grouped.items()]
+            )
+            body = R(groups=[G(group_id=group, topics=topics)])
+        else:
+            topics = (
+                None
+                if grouped is None
+                else [R.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in grouped.items()]
+            )
+            body = R(group_id=group, topics=topics)
+        resp = self._request(conn, "OffsetFetch", body, version)
+        if version >= 8:
+            mine = [g for g in resp.groups if g.group_id == group]
+            group_error = mine[0].error_code if mine else ErrorCode.NONE
+            rows = [(t.name, p) for g in mine for t in g.topics for p in t.partitions]
+        else:
+            group_error = resp.error_code if version >= 2 else ErrorCode.NONE
+            rows = [(t.name, p) for t in resp.topics for p in t.partitions]
+        if group_error in _COORDINATOR_ERRORS:
+            raise _Retry(group_error)
+        if group_error == ErrorCode.GROUP_ID_NOT_FOUND:
+            return {}
+        check(group_error, resource=f"group {group!r}")
+        out: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic, p in rows:
+            if p.error_code in _COORDINATOR_ERRORS:
+                raise _Retry(p.error_code)
+            if p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and (
+                wanted is None or p.committed_offset < 0
+            ):
+                continue
+            check(p.error_code, resource=f"group {group!r} {topic}[{p.partition_index}]")
+            if p.committed_offset >= 0:
+                out[(topic, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset, p.metadata, p.committed_leader_epoch
+                )
+        return dict(sorted(out.items()))
+
+    def alter_group_offsets(
+        self, group: str, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata]
+    ) -> None:
+        """Commit ``offsets`` for ``group`` as an assign-mode consumer does (generation -1, no member).
+
+        Kafka accepts this only while the group has no members; a group with members answers UNKNOWN_MEMBER_ID
+        (or REBALANCE_IN_PROGRESS), which is raised.
+        """
+        commits = {
+            tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+            for tp, o in offsets.items()
+        }
+        if not commits:
+            return
+        self._with_coordinator(group, lambda conn, _node: self._commit(conn, group, commits))
+
+    def _commit(
+        self, conn: BlockingConnection, group: str, commits: Mapping[tuple[str, int], OffsetAndMetadata]
+    ) -> None:
+        version = conn.version_for("OffsetCommit", _MAX_OFFSET_API_VERSION)
+        R: Any = by_name("OffsetCommit").Request
+        T = R.OffsetCommitRequestTopic
+        grouped: dict[str, list[Any]] = {}
+        for (topic, partition), om in sorted(commits.items()):
+            grouped.setdefault(topic, []).append(
+                T.OffsetCommitRequestPartition(
+                    partition_index=partition,
+                    committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch,
+                    committed_metadata=om.metadata,
+                )
+            )
+        body = R(
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[T(name=t, partitions=ps) for t, ps in grouped.items()],
+        )
+        resp = self._request(conn, "OffsetCommit", body, version)
+        errors: list[KafkaError] = []
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code in _COORDINATOR_ERRORS:
+                    raise _Retry(p.error_code)
+                if p.error_code != ErrorCode.NONE:
+                    errors.append(
+                        KafkaError(p.error_code, resource=f"group {group!r} {t.name}[{p.partition_index}]")
+                    )
+        if errors:
+            raise errors[0]
+
+    def delete_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete empty groups with their offsets. Every group is tried; then the first failure is raised
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...)."""
+        errors: list[KafkaError] = []
+        for group in group_ids:
+            try:
+                self._with_coordinator(group, functools.partial(self._delete_group, group=group))
+            except KafkaError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def _delete_group(self, conn: BlockingConnection, _node_id: int, *, group: str) -> None:
+        R: Any = by_name("DeleteGroups").Request
+        resp = self._request(conn, "DeleteGroups", R(groups_names=[group]), conn.version_for("DeleteGroups"))
+        for r in resp.results:
+            if r.group_id != group:
+                continue
+            if r.error_code in _COORDINATOR_ERRORS:
+                raise _Retry(r.error_code)
+            check(r.error_code, resource=f"group {group!r}")
+            return
+        raise KafkaError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "the coordinator did not answer for it",
+            resource=f"group {group!r}",
+        )
+
+    def delete_group_offsets(self, group: str, topic: str, partitions: Iterable[int]) -> None:
+        """Drop the group's committed offsets of ``topic``'s ``partitions`` (OffsetDelete). Refused with
+        GROUP_SUBSCRIBED_TO_TOPIC for partitions of a topic the group's members still subscribe to."""
+        parts = sorted(set(partitions))
+        self._with_coordinator(group, lambda conn, _node: self._delete_offsets(conn, group, topic, parts))
+
+    def _delete_offsets(
+        self, conn: BlockingConnection, group: str, topic: str, partitions: list[int]
+    ) -> None:
+        R: Any = by_name("OffsetDelete").Request
+        T = R.OffsetDeleteRequestTopic
+        body = R(
+            group_id=group,
+            topics=[T(name=topic, partitions=[T.OffsetDeleteRequestPartition(p) for p in partitions])],
+        )
+        resp = self._request(conn, "OffsetDelete", body, conn.version_for("OffsetDelete"))
+        if resp.error_code in _COORDINATOR_ERRORS:
+            raise _Retry(resp.error_code)
+        check(resp.error_code, resource=f"group {group!r}")
+        for t in resp.topics:
+            for p in t.partitions:
+                check(p.error_code, resource=f"group {group!r} {t.name}[{p.partition_index}]")
+
+    # --- coordinators ---------------------------------------------------------------------------------
+
+    def find_coordinator(self, group: str) -> tuple[int, str, int]:
+        """(node id, host, port) of ``group``'s coordinator, retried while it is not available."""
+        return self._retrying(f"group {group!r}", lambda: self._find_coordinator(group))
+
+    def _find_coordinator(self, group: str) -> tuple[int, str, int]:
+        conn = self._conn
+        version = conn.version_for("FindCoordinator")
+        R: Any = by_name("FindCoordinator").Request
+        if version >= 4:
+            resp = self._request(
+                conn, "FindCoordinator", R(key_type=_GROUP_KEY, coordinator_keys=[group]), version
+            )
+            found = [c for c in resp.coordinators if c.key == group]
+            if not found:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    "FindCoordinator did not answer for it",
+                    resource=f"group {group!r}",
+                )
+            c = found[0]
+            code, message, node = c.error_code, c.error_message, (c.node_id, c.host, c.port)
+        else:
+            resp = self._request(conn, "FindCoordinator", R(key=group, key_type=_GROUP_KEY), version)
+            code, message, node = resp.error_code, resp.error_message, (resp.node_id, resp.host, resp.port)
+        if code in _COORDINATOR_ERRORS:
+            raise _Retry(code)
+        check(code, message, resource=f"group {group!r}")
+        return node
+
+    def _with_coordinator(self, group: str, call: Callable[[BlockingConnection, int], _T]) -> _T:
+        """Run ``call`` on the group's coordinator, finding it again after a coordinator error."""
+
+        def attempt() -> _T:
+            node_id, host, port = self._find_coordinator(group)
+            return call(self._conn_to(host, port), node_id)
+
+        return self._retrying(f"group {group!r}", attempt)
+
+    def _retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
+        """Repeat ``attempt`` while it raises `_Retry` (or loses a connection other than the bootstrap one),
+        backing off 50 ms doubling to 1 s, until ``request.timeout.ms`` has passed; then raise the last error."""
+        deadline = time.monotonic() + self._timeout_ms() / 1000
+        backoff = 0.05
+        while True:
+            try:
+                return attempt()
+            except _Retry as e:
+                last: KafkaError | KafkaConnectionError = KafkaError(e.code, resource=what)
+            except KafkaConnectionError as e:
+                if self._conn.closed:
+                    raise
+                self._drop(e.address)
+                last = e
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise last
+            time.sleep(min(backoff, remaining))  # retry backoff while the coordinator moves or loads
+            backoff = min(backoff * 2, 1.0)
+
+    def _request(self, conn: BlockingConnection, api: str, body: Any, version: int) -> Any:
+        return conn.request(api, body, version)
+
+    def _conn_to(self, host: str, port: int) -> BlockingConnection:
+        """The bootstrap connection when it is that broker, else one more connection kept until close()."""
+        if (host, port) == (self._conn.host, self._conn.port):
+            return self._conn
+        key = f"{host}:{port}"
+        conn = self._others.get(key)
+        if conn is None or conn.closed:
+            conn = BlockingConnection(
+                host,
+                port,
+                client_id=self.config.client_id,
+                timeout_s=self.config.request_timeout_ms / 1000,
+                connect_timeout_s=self.config.connection_setup_timeout_ms / 1000,
+            )
+            self._others[key] = conn
+        return conn
+
+    def _drop(self, address: str) -> None:
+        conn = self._others.pop(address, None)
+        if conn is not None:
+            conn.close()
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def close(self) -> None:
         self._conn.close()
+        for conn in self._others.values():
+            conn.close()
+        self._others.clear()
 
     def __enter__(self) -> Admin:
         return self
@@ -311,3 +800,18 @@ class Admin:
 
     def __repr__(self) -> str:
         return f"Admin({self._conn.address})"
+
+
+def _by_topic(pairs: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(set(pairs)):
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
+def _decoded(decode: Callable[[bytes], _T], raw: bytes | memoryview) -> _T | None:
+    """Decode consumer-protocol bytes, or None when they are not (the group only claims protocol "consumer")."""
+    try:
+        return decode(bytes(raw))
+    except PeerProtocolError:
+        return None

@@ -5,7 +5,8 @@ records to the shard's `__consumer_offsets` partition, then calls ``shard.replay
 changes durable state), then sends the responses. Responses may answer the request being handled or requests
 parked earlier (a JoinGroup answered when the rebalance completes); each is addressed by the opaque token the
 runtime gave that request. Timers are data: the runtime schedules them on its clock and calls
-``shard.on_timer(key, now_ms)`` when one fires.
+``shard.on_timer(key, now_ms, metadata)`` when one fires. A result's records are replayed before the shard is
+called again (see ``groupstream.coordinator.shard``).
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupstream.protocol.group_records import CoordinatorRecord
+
+__all__ = [
+    "CancelTimer",
+    "CoordinatorRecord",
+    "CoordinatorResult",
+    "RequestToken",
+    "ScheduleTimer",
+    "TimerOp",
+]
+
 RequestToken = int
 """Opaque id the runtime gives each request so that a response can be sent later."""
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorRecord:
-    """One `__consumer_offsets` record: a decoded key and value (None is a tombstone).
-
-    ``key_version``/``value_version`` are Kafka's record-type versions that prefix the encoded key and value.
-    """
-
-    key_version: int
-    key: Any
-    value_version: int
-    value: Any | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from groupstream.storage.errors import (
 from groupstream.storage.fileio import atomic_write, fsync_directory
 from groupstream.storage.log import PartitionLog
 from groupstream.storage.segment import parse_file_name
+from groupstream.storage.swap import is_swap_debris
 
 CATALOG_FILE = "catalog.json"
 MAX_TOPIC_NAME = 249
@@ -303,5 +304,6 @@ def _looks_like_partition(path: Path) -> bool:
     """Only directories holding nothing but our files count, so foreign directories are never removed."""
     names = os.listdir(path)
     return all(
-        parse_file_name(n) is not None or n in CHECKPOINT_FILES or n.endswith(".tmp") for n in names
+        parse_file_name(n) is not None or n in CHECKPOINT_FILES or n.endswith(".tmp") or is_swap_debris(n)
+        for n in names
     )

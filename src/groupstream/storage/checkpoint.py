@@ -16,7 +16,8 @@ from groupstream.storage.fileio import atomic_write, fsync_directory
 RECOVERY_POINT_FILE = "recovery-point"
 LOG_START_OFFSET_FILE = "log-start-offset"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
-CHECKPOINT_FILES = frozenset({RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, CLEAN_SHUTDOWN_FILE})
+CLEANER_OFFSET_FILE = "cleaner-offset"  # compaction: where the part not yet cleaned begins
+CHECKPOINT_FILES = frozenset({RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_FILE})
 _VERSION = "0"
 
 

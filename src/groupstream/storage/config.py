@@ -119,6 +119,24 @@ def _cleanup(name: str, text: str) -> tuple[CleanupPolicy, ...]:
     return tuple(sorted(out))
 
 
+def _ratio(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise _bad(name, text, "not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise _bad(name, text, "must be in [0, 1]")
+    return value
+
+
+# Stored as passthrough text (the cleaner reads them back), but checked like the properties above.
+_PASSTHROUGH_CHECKS: dict[str, Callable[[str, str], object]] = {
+    "delete.retention.ms": _int_at_least(0),
+    "min.compaction.lag.ms": _int_at_least(0),
+    "min.cleanable.dirty.ratio": _ratio,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class _Prop:
     field: str
@@ -190,6 +208,9 @@ class LogConfig:
             if prop is not None:
                 changes[prop.field] = prop.parse(name, text)
             elif name in PASSTHROUGH_PROPERTIES:
+                check = _PASSTHROUGH_CHECKS.get(name)
+                if check is not None:
+                    check(name, text)
                 extra[name] = text
             else:
                 raise ValueError(f"unknown configuration {name} (value {text!r})")

@@ -55,6 +55,7 @@ from groupstream.storage.producer_state import (
 from groupstream.storage.recovery import RecoveryReport, load_segments
 from groupstream.storage.scan import BatchScan
 from groupstream.storage.segment import BatchPlacement, Segment
+from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
 
 NO_TIMESTAMP = -1
 _ATTRIBUTES = struct.Struct(">h")
@@ -123,6 +124,7 @@ class PartitionLog:
         if not path.is_dir():
             path.mkdir(parents=True)
             fsync_directory(path.parent)
+        swapped = finish_interrupted_swaps(path)
         clean = has_clean_marker(path)
         recovery_point = read_offset(path, RECOVERY_POINT_FILE) or 0
         saved_start = read_offset(path, LOG_START_OFFSET_FILE) or 0
@@ -130,6 +132,7 @@ class PartitionLog:
         segments, report = load_segments(
             path, config, clean=clean, recovery_point=recovery_point, empty_base=saved_start, on_batch=state.observe
         )
+        report.removed_files.extend(swapped)
         log_end = segments[-1].next_offset
         log_start = min(max(saved_start, segments[0].base_offset), log_end)
         state.truncate_head(log_start)
@@ -184,6 +187,16 @@ class PartitionLog:
 
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The segments in offset order, the active one last (owner thread: the cleaner plans from it)."""
+        return tuple(self._segments)
+
+    @property
+    def truncation_generation(self) -> int:
+        """Changes whenever ``truncate_to`` removes data, so work planned before it can be abandoned."""
+        return self._truncation_gen
 
     def _check_open(self) -> None:
         if self._closed:
@@ -428,6 +441,47 @@ class PartitionLog:
         self._delete_segments_below_start()
         self._advance_start_to_first_segment()
         return self._log_start
+
+    # -- compaction ----------------------------------------------------------------------------------------
+
+    def holds(self, segments: list[Segment]) -> bool:
+        """Whether ``segments`` are still consecutive sealed segments of this log."""
+        if not segments or self._closed:
+            return False
+        try:
+            i = self._segments.index(segments[0])
+        except ValueError:
+            return False
+        return i + len(segments) < len(self._segments) and self._segments[i : i + len(segments)] == segments
+
+    def replace_segments(self, old: list[Segment], cleaned: Path) -> Segment:
+        """Swap the fsynced rewrite ``cleaned`` (``<base>.log.cleaned``, base = ``old[0]``'s) in for the
+        consecutive sealed segments ``old``, crash-safely (see `groupstream.storage.swap`). Offsets are the
+        rewrite's business: it must cover exactly ``old``'s range."""
+        self._check_open()
+        if not self.holds(old):
+            raise ValueError("the segments to replace are not consecutive sealed segments of this log")
+        swap = commit_cleaned(cleaned)
+        i = self._segments.index(old[0])
+        with self._lock:
+            del self._segments[i : i + len(old)]
+            del self._bases[i : i + len(old)]
+            for seg in old:
+                seg.deleted = True
+            self._dir_gen += 1
+        for seg in old[1:]:
+            seg.delete_files()
+        old[0].close()
+        install_swap(swap)
+        new = Segment.open_existing(self.directory, old[0].base_offset, self.config)
+        new.rebuild(validate_crc=False, min_offset=new.base_offset)
+        new.finish_rebuild(seal=True)
+        new.write_gen += 1  # durable already; the flusher's pass also covers the rewritten indexes
+        with self._lock:
+            self._segments.insert(i, new)
+            self._bases.insert(i, new.base_offset)
+            self._dir_gen += 1
+        return new
 
     # -- flush -------------------------------------------------------------------------------------------
 

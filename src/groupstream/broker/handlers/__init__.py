@@ -37,6 +37,7 @@ def load_all() -> dict[int, Handler]:
         api_versions,
         configs,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.topics import auto_create_topic, describe_topic_error
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
@@ -69,7 +70,7 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                 error_code=0,
                 name=topic.name,
                 topic_id=topic.topic_id,
-                is_internal=topic.name.startswith("__"),
+                is_internal=is_internal(topic.name),
                 partitions=partitions,
             )
         )

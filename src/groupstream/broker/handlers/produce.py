@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.server import NO_RESPONSE
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
@@ -48,6 +49,10 @@ def handle_produce(broker: Broker, request: Request) -> Any:
                 continue
             if topic is None:
                 parts.append(PR(index=pd.index, error_code=unknown, base_offset=-1))
+                continue
+            if is_internal(topic.name):  # only the coordinator writes __consumer_offsets
+                parts.append(PR(index=pd.index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, base_offset=-1,
+                                error_message=f"cannot append to internal topic {topic.name}"))
                 continue
             if not 0 <= pd.index < topic.partitions:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.offsets_topic import is_internal
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -88,6 +89,10 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
             code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             out.append(D(name=name, topic_id=topic_id, error_code=code))
             continue
+        if is_internal(topic.name):  # the group coordinator lives in it
+            out.append(D(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         error_message=f"{topic.name} is an internal topic and cannot be deleted"))
+            continue
         for p in range(topic.partitions):
             broker.flusher.forget(broker.catalog.log(topic.name, p))
         broker.catalog.delete_topic(topic.name)
@@ -106,13 +111,15 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
             topic = broker.catalog.get_topic(t.name)
             if topic is None:
                 raise UnknownTopicError(f"topic {t.name!r} does not exist")
+            if is_internal(t.name):  # its partition count decides where every group lives
+                raise InvalidTopicError(f"{t.name} is an internal topic; its partition count cannot change")
             if t.count <= topic.partitions:
                 raise InvalidPartitionsError(
                     f"topic {t.name!r} has {topic.partitions} partitions; the new count must be larger, got {t.count}"
                 )
             if not req.validate_only:
                 broker.catalog.add_partitions(t.name, t.count)
-        except (UnknownTopicError, InvalidPartitionsError) as e:
+        except (UnknownTopicError, InvalidPartitionsError, InvalidTopicError) as e:
             out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=_code_for(e), error_message=str(e)))
             continue
         out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None))

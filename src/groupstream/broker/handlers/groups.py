@@ -1,0 +1,233 @@
+"""The group APIs: FindCoordinator answered here, everything else routed to the coordinator shard of the group.
+
+A request naming one group goes to that group's shard. Requests naming several (DescribeGroups, DeleteGroups,
+OffsetFetch v8+) are split by shard, each shard answers its part, and the parts are merged back in the order
+of the request. ListGroups asks every shard; one still loading turns the answer into
+COORDINATOR_LOAD_IN_PROGRESS (with the groups of the others), as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardStatus
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _client(broker: Broker, request: Request) -> tuple[str, str]:
+    return request.header.client_id or "", broker.current_client_host
+
+
+def _to_group_shard(broker: Broker, request: Request, group_id: str) -> Any:
+    runtime = broker.coordinator
+    client_id, host = _client(broker, request)
+    return runtime.submit(runtime.partition_for(group_id), request.api, request.version, request.body, client_id, host)
+
+
+# -- FindCoordinator -----------------------------------------------------------------------------------
+
+
+def _lookup(broker: Broker, key_type: int, key: str) -> tuple[int, str | None]:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet"
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+    runtime = broker.coordinator
+    status = runtime.status(runtime.partition_for(key))
+    if status is ShardStatus.ACTIVE:
+        return ErrorCode.NONE, None
+    if status is ShardStatus.LOADING:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator of this group is unloaded"
+
+
+@handles("FindCoordinator")
+def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+    R = request.api.Response
+    req = request.body
+    node = broker.config.node_id
+    host, port = broker.config.advertised
+    if request.version >= 4:
+        out = []
+        for key in req.coordinator_keys:
+            code, message = _lookup(broker, req.key_type, key)
+            ok = code == ErrorCode.NONE
+            out.append(
+                R.Coordinator(
+                    key=key,
+                    node_id=node if ok else -1,
+                    host=host if ok else "",
+                    port=port if ok else -1,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
+        return R(throttle_time_ms=0, coordinators=out)
+    code, message = _lookup(broker, req.key_type, req.key)
+    ok = code == ErrorCode.NONE
+    return R(
+        throttle_time_ms=0,
+        error_code=code,
+        error_message=message,
+        node_id=node if ok else -1,
+        host=host if ok else "",
+        port=port if ok else -1,
+    )
+
+
+# -- one group per request ---------------------------------------------------------------------------------
+
+
+@handles("JoinGroup")
+def handle_join_group(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+@handles("SyncGroup")
+def handle_sync_group(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+@handles("Heartbeat")
+def handle_heartbeat(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+@handles("LeaveGroup")
+def handle_leave_group(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+@handles("OffsetCommit")
+def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+@handles("OffsetDelete")
+def handle_offset_delete(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
+# -- several groups per request ------------------------------------------------------------------------------
+
+
+def _split(runtime: CoordinatorRuntime, items: Iterable[Any], group_of: Callable[[Any], str]) -> dict[int, list[Any]]:
+    by_partition: dict[int, list[Any]] = defaultdict(list)
+    for item in items:
+        by_partition[runtime.partition_for(group_of(item))].append(item)
+    return by_partition
+
+
+def _in_request_order(
+    wanted: Iterable[str], parts: Iterable[Any], group_of: Callable[[Any], str]
+) -> list[Any]:
+    """Entries of the shards' answers, reordered as the request named their groups."""
+    pool: dict[str, deque[Any]] = defaultdict(deque)
+    for entry in parts:
+        pool[group_of(entry)].append(entry)
+    out = [pool[g].popleft() for g in wanted if pool.get(g)]
+    for rest in pool.values():
+        out.extend(rest)
+    return out
+
+
+def _scatter(
+    broker: Broker,
+    request: Request,
+    items: list[Any],
+    group_of: Callable[[Any], str],
+    with_items: Callable[[list[Any]], Any],
+    entries_of: Callable[[Any], list[Any]],
+    entry_group: Callable[[Any], str],
+    merged: Callable[[list[Any]], Any],
+) -> Any:
+    runtime = broker.coordinator
+    by_partition = _split(runtime, items, group_of)
+    client_id, host = _client(broker, request)
+    if len(by_partition) <= 1:
+        partition = next(iter(by_partition), runtime.partition_for(""))
+        return runtime.submit(partition, request.api, request.version, request.body, client_id, host)
+    futures = [
+        runtime.submit(p, request.api, request.version, with_items(subset), client_id, host)
+        for p, subset in by_partition.items()
+    ]
+    wanted = [group_of(i) for i in items]
+
+    async def gather() -> Any:
+        answers = await asyncio.gather(*futures)
+        parts = [entry for answer in answers for entry in entries_of(answer)]
+        return merged(_in_request_order(wanted, parts, entry_group))
+
+    return asyncio.ensure_future(gather())
+
+
+@handles("DescribeGroups")
+def handle_describe_groups(broker: Broker, request: Request) -> Any:
+    body = request.body
+    R = request.api.Response
+    return _scatter(
+        broker, request, list(body.groups), lambda g: g,
+        lambda subset: body._replace(groups=subset),
+        lambda answer: list(answer.groups), lambda entry: entry.group_id,
+        lambda entries: R(throttle_time_ms=0, groups=entries),
+    )
+
+
+@handles("DeleteGroups")
+def handle_delete_groups(broker: Broker, request: Request) -> Any:
+    body = request.body
+    R = request.api.Response
+    return _scatter(
+        broker, request, list(body.groups_names), lambda g: g,
+        lambda subset: body._replace(groups_names=subset),
+        lambda answer: list(answer.results), lambda entry: entry.group_id,
+        lambda entries: R(throttle_time_ms=0, results=entries),
+    )
+
+
+@handles("OffsetFetch")
+def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    if request.version < 8:
+        return _to_group_shard(broker, request, body.group_id)
+    R = request.api.Response
+    return _scatter(
+        broker, request, list(body.groups), lambda g: g.group_id,
+        lambda subset: body._replace(groups=subset),
+        lambda answer: list(answer.groups), lambda entry: entry.group_id,
+        lambda entries: R(throttle_time_ms=0, groups=entries),
+    )
+
+
+@handles("ListGroups")
+def handle_list_groups(broker: Broker, request: Request) -> Any:
+    runtime = broker.coordinator
+    R = request.api.Response
+    client_id, host = _client(broker, request)
+    loading = any(runtime.status(p) is ShardStatus.LOADING for p in range(runtime.num_partitions))
+    futures = [
+        runtime.submit(p, request.api, request.version, request.body, client_id, host)
+        for p in runtime.active_partitions()
+    ]
+
+    async def gather() -> Any:
+        answers = await asyncio.gather(*futures)
+        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+        for answer in answers:
+            if answer.error_code and answer.error_code != ErrorCode.NOT_COORDINATOR and not code:
+                code = answer.error_code
+        groups = [g for answer in answers if answer.error_code == ErrorCode.NONE for g in answer.groups]
+        return R(throttle_time_ms=0, error_code=code, groups=groups)
+
+    return asyncio.ensure_future(gather())

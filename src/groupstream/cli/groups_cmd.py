@@ -1,0 +1,359 @@
+"""``groupstream groups list|describe|reset-offsets|delete|delete-offsets``: consumer groups as
+``kafka-consumer-groups.sh`` shows and changes them, so what operators know from Kafka works here unchanged.
+
+``describe`` prints Kafka's columns (GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
+CONSUMER-ID, HOST, CLIENT-ID), with ``--members`` and ``--state`` views; ``reset-offsets`` computes new
+positions (earliest, latest, a datetime, an offset, a shift) and only writes them with ``--execute``, and,
+like Kafka, only while the group has no members: a live member would overwrite the reset with its next
+commit, so resetting under it would be a lie.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from rich.table import Table
+
+from groupstream.cli.common import add_bootstrap, open_admin, stderr, stdout
+from groupstream.cli.errors import UserError
+from groupstream.client.admin import Admin, GroupDescription, parse_group_state
+from groupstream.client.errors import KafkaError
+from groupstream.protocol.error_codes import ErrorCode
+
+TopicPart = tuple[str, int]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("groups", help="list, describe, reset the offsets of and delete consumer groups")
+    gsub = p.add_subparsers(dest="groups_command", required=True,
+                            metavar="{list,describe,reset-offsets,delete,delete-offsets}")  # fmt: skip
+
+    ls = gsub.add_parser("list", help="list consumer groups")
+    ls.add_argument("--state", action="append", type=_state, default=None, metavar="STATE",
+                    help="only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance, "
+                         "Dead; repeatable, any case)")  # fmt: skip
+    ls.set_defaults(func=list_, command_name="groups list")
+
+    d = gsub.add_parser("describe", help="committed offsets, lag and owners per partition (or members, state)")
+    d.add_argument("groups", nargs="+", metavar="group")
+    view = d.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="one row per member instead of per partition")
+    view.add_argument("--state", action="store_true", help="the group's coordinator, strategy, state, size")
+    d.add_argument("--verbose", action="store_true", help="with --members: instance ids and assignments")
+    d.set_defaults(func=describe, command_name="groups describe")
+
+    r = gsub.add_parser("reset-offsets", help="move a group's committed offsets (only while it has no members)")
+    r.add_argument("group")
+    which = r.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,...]",
+                       help="a topic, or some of its partitions (T:0,1 or T:0-3); repeatable")  # fmt: skip
+    which.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
+    to = r.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start")
+    to.add_argument("--to-latest", action="store_true", help="the log end")
+    to.add_argument("--to-datetime", type=_datetime_ms, metavar="ISO",
+                    help="the first offset at or after this time, e.g. 2026-01-31T12:00:00 (local) or with Z")
+    to.add_argument("--to-offset", type=int, metavar="N", help="this offset (kept within the log's range)")
+    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    r.set_defaults(func=reset_offsets, command_name="groups reset-offsets")
+
+    rm = gsub.add_parser("delete", help="delete groups and their offsets (only groups without members)")
+    rm.add_argument("groups", nargs="+", metavar="group")
+    rm.set_defaults(func=delete, command_name="groups delete")
+
+    do = gsub.add_parser("delete-offsets", help="delete a group's offsets of some topics")
+    do.add_argument("group")
+    do.add_argument("--topic", action="append", type=_topic_spec, required=True, metavar="TOPIC[:P,...]")
+    do.set_defaults(func=delete_offsets, command_name="groups delete-offsets")
+
+    for sp in (ls, d, r, rm, do):
+        add_bootstrap(sp)
+
+
+# --- argument types --------------------------------------------------------------------------------------
+
+
+def _state(text: str) -> str:
+    try:
+        return parse_group_state(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _topic_spec(text: str) -> tuple[str, tuple[int, ...] | None]:
+    """``T`` (every partition) or ``T:0,2,5-7``."""
+    topic, sep, parts = text.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P[,P...], got {text!r}")
+    if not sep:
+        return topic, None
+    out: set[int] = set()
+    for item in parts.split(","):
+        lo, dash, hi = item.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi if dash else lo)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad partition {item!r} in {text!r}") from None
+        if first < 0 or last < first:
+            raise argparse.ArgumentTypeError(f"bad partition range {item!r} in {text!r}")
+        out.update(range(first, last + 1))
+    return topic, tuple(sorted(out))
+
+
+def _datetime_ms(text: str) -> int:
+    """An ISO-8601 date-time to epoch ms; without a zone it is local time, as Kafka's tool reads it."""
+    try:
+        dt = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO date-time like 2026-01-31T12:00:00, got {text!r}") from None
+    return int(dt.timestamp() * 1000)
+
+
+# --- list ----------------------------------------------------------------------------------------------
+
+
+def list_(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        groups = admin.list_groups(args.state)
+        missing = [g.group_id for g in groups if g.state is None]
+        states = {gid: d.state for gid, d in admin.describe_groups(missing).items()} if missing else {}
+    what = f" in state {', '.join(args.state)}" if args.state else ""
+    table = Table(title=f"{len(groups)} group{'s' if len(groups) != 1 else ''}{what} on {args.bootstrap_server}")
+    for col in ("GROUP", "PROTOCOL-TYPE", "STATE"):
+        table.add_column(col)
+    for g in groups:
+        table.add_row(g.group_id, g.protocol_type or "-", g.state or states.get(g.group_id, "-"))
+    stdout.print(table)
+    return 0
+
+
+# --- describe ------------------------------------------------------------------------------------------
+
+
+def describe(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        descs = admin.describe_groups(args.groups)
+        offsets = {g: admin.list_group_offsets(g) for g in args.groups}
+        missing = [g for g in args.groups if not descs[g].exists and not offsets[g]]
+        if missing:
+            raise UserError(f"consumer group {missing[0]!r} does not exist")
+        if args.state:
+            _state_view(descs.values())
+        elif args.members:
+            _members_view(descs.values(), args.verbose)
+        else:
+            for g in args.groups:
+                _offsets_view(admin, descs[g], {tp: om.offset for tp, om in offsets[g].items()})
+    return 0
+
+
+def _notes(desc: GroupDescription) -> None:
+    if desc.state in ("PreparingRebalance", "CompletingRebalance"):
+        stdout.print(f"Warning: consumer group {desc.group_id!r} is rebalancing.")
+    if not desc.members:
+        stdout.print(f"Consumer group {desc.group_id!r} has no active members.")
+
+
+def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[TopicPart, int]) -> None:
+    _notes(desc)
+    owners = desc.owners()
+    partitions = sorted(set(owners) | set(committed))
+    ends = _log_ends(admin, partitions)
+    table = Table()
+    for col in ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                "CLIENT-ID"):  # fmt: skip
+        table.add_column(col, justify="right" if col in ("PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
+                         else "left")  # fmt: skip
+    for tp in partitions:
+        cur, end, m = committed.get(tp), ends.get(tp), owners.get(tp)
+        lag = str(max(end - cur, 0)) if cur is not None and end is not None else "-"
+        table.add_row(
+            desc.group_id, tp[0], str(tp[1]),
+            _or_dash(cur), _or_dash(end), lag,
+            m.member_id if m else "-", m.client_host if m else "-", m.client_id if m else "-",
+        )  # fmt: skip
+    # members with nothing assigned still show, as Kafka shows them
+    for m in desc.members:
+        if not m.assigned_partitions:
+            table.add_row(desc.group_id, "-", "-", "-", "-", "-", m.member_id, m.client_host, m.client_id)
+    stdout.print(table)
+
+
+def _members_view(descs: Iterable[GroupDescription], verbose: bool) -> None:
+    table = Table()
+    cols = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if verbose else []) + ["HOST", "CLIENT-ID",
+                                                                                   "#PARTITIONS"]
+    cols += ["ASSIGNMENT"] if verbose else []
+    for col in cols:
+        table.add_column(col, justify="right" if col == "#PARTITIONS" else "left")
+    for desc in descs:
+        _notes(desc)
+        for m in sorted(desc.members, key=lambda m: m.member_id):
+            row = [desc.group_id, m.member_id]
+            row += [m.group_instance_id or "-"] if verbose else []
+            row += [m.client_host, m.client_id, str(len(m.assigned_partitions))]
+            if verbose:
+                by_topic: dict[str, list[int]] = {}
+                for t, p in m.assigned_partitions:
+                    by_topic.setdefault(t, []).append(p)
+                row.append(", ".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-")
+            table.add_row(*row)
+    stdout.print(table)
+
+
+def _state_view(descs: Iterable[GroupDescription]) -> None:
+    table = Table()
+    for col in ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"):
+        table.add_column(col, justify="right" if col == "#MEMBERS" else "left")
+    for desc in descs:
+        table.add_row(desc.group_id, f"{desc.coordinator} ({desc.coordinator_id})", desc.protocol or "-",
+                      desc.state, str(len(desc.members)))  # fmt: skip
+    stdout.print(table)
+
+
+def _log_ends(admin: Admin, partitions: Sequence[TopicPart]) -> dict[TopicPart, int]:
+    """Log-end offsets of the partitions that still exist (a deleted topic's committed offsets remain)."""
+    existing = admin.list_topics()
+    live = [tp for tp in partitions if tp[0] in existing and tp[1] < existing[tp[0]].partition_count]
+    if not live:
+        return {}
+    return {tp: lo.offset for tp, lo in admin.list_offsets(dict.fromkeys(live, "latest")).items()}
+
+
+def _or_dash(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+# --- reset-offsets -------------------------------------------------------------------------------------
+
+
+def reset_offsets(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        desc = admin.describe_groups([args.group])[args.group]
+        if desc.members:
+            raise UserError(
+                f"assignments can only be reset if the group {args.group!r} is inactive, but the current state is "
+                f"{desc.state} ({len(desc.members)} member{'s' if len(desc.members) != 1 else ''}): stop its "
+                "consumers first"
+            )
+        committed = {tp: om.offset for tp, om in admin.list_group_offsets(args.group).items()}
+        partitions = _partitions(admin, args, committed)
+        new = _new_offsets(admin, args, partitions, committed)
+        if args.execute:
+            admin.alter_group_offsets(args.group, new)
+    table = Table(title=None if args.execute else "dry run: nothing was changed (add --execute to apply)")
+    for col in ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"):
+        table.add_column(col, justify="right" if col in ("PARTITION", "NEW-OFFSET") else "left")
+    for (t, p), o in sorted(new.items()):
+        table.add_row(args.group, t, str(p), str(o))
+    stdout.print(table)
+    if args.execute:
+        stdout.print(f"reset {len(new)} offset{'s' if len(new) != 1 else ''} of group {args.group!r}")
+    elif not args.dry_run:
+        stderr.print("no action was taken: --execute applies the offsets above")
+    return 0
+
+
+def _partitions(admin: Admin, args: argparse.Namespace, committed: Mapping[TopicPart, int]) -> list[TopicPart]:
+    if args.all_topics:
+        if not committed:
+            raise UserError(f"group {args.group!r} has no committed offsets: name the topics with --topic")
+        return sorted(committed)
+    out: set[TopicPart] = set()
+    topics = admin.describe_topics(sorted({t for t, _ in args.topic}))
+    for topic, parts in args.topic:
+        count = topics[topic].partition_count
+        if parts is None:
+            out.update((topic, p) for p in range(count))
+            continue
+        bad = [p for p in parts if p >= count]
+        if bad:
+            raise UserError(f"topic {topic!r} has {count} partitions; there is no partition {bad[0]}")
+        out.update((topic, p) for p in parts)
+    return sorted(out)
+
+
+def _new_offsets(
+    admin: Admin, args: argparse.Namespace, partitions: list[TopicPart], committed: Mapping[TopicPart, int]
+) -> dict[TopicPart, int]:
+    starts = {tp: lo.offset for tp, lo in admin.list_offsets(dict.fromkeys(partitions, "earliest")).items()}
+    ends = {tp: lo.offset for tp, lo in admin.list_offsets(dict.fromkeys(partitions, "latest")).items()}
+
+    def clamp(tp: TopicPart, offset: int) -> int:
+        return min(max(offset, starts[tp]), ends[tp])
+
+    if args.to_earliest:
+        return starts
+    if args.to_latest:
+        return ends
+    if args.to_datetime is not None:
+        found = admin.list_offsets(dict.fromkeys(partitions, args.to_datetime))
+        # no record at or after the time: the log end, as Kafka's tool does
+        return {tp: lo.offset if lo.offset >= 0 else ends[tp] for tp, lo in found.items()}
+    if args.to_offset is not None:
+        return {tp: clamp(tp, args.to_offset) for tp in partitions}
+    no_offset = [tp for tp in partitions if tp not in committed]
+    if no_offset:
+        t, p = no_offset[0]
+        raise UserError(f"cannot shift partition {t}[{p}]: group {args.group!r} has no committed offset there")
+    return {tp: clamp(tp, committed[tp] + args.shift_by) for tp in partitions}
+
+
+# --- delete --------------------------------------------------------------------------------------------
+
+
+def delete(args: argparse.Namespace) -> int:
+    failures: list[str] = []
+    with open_admin(args) as admin:
+        for group in args.groups:
+            try:
+                admin.delete_groups([group])
+            except KafkaError as e:
+                failures.append(_delete_failure(group, e))
+                continue
+            stdout.print(f"deleted consumer group {group!r}")
+    if failures:
+        raise UserError("; ".join(failures))
+    return 0
+
+
+def _delete_failure(group: str, e: KafkaError) -> str:
+    if e.code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return f"consumer group {group!r} does not exist"
+    if e.code == ErrorCode.NON_EMPTY_GROUP:
+        return f"consumer group {group!r} is not empty: it still has members (stop its consumers first)"
+    return f"cannot delete consumer group {group!r}: {e}"
+
+
+def delete_offsets(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        desc = admin.describe_groups([args.group])[args.group]
+        committed = admin.list_group_offsets(args.group)
+        if not desc.exists and not committed:
+            raise UserError(f"consumer group {args.group!r} does not exist")
+        rows: list[tuple[str, int, str]] = []
+        for topic, parts in args.topic:
+            if parts is None:
+                parts = tuple(sorted(p for t, p in committed if t == topic))
+                if not parts:
+                    raise UserError(f"group {args.group!r} has no committed offsets for topic {topic!r}")
+            try:
+                admin.delete_group_offsets(args.group, topic, parts)
+            except KafkaError as e:
+                if e.code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC:
+                    raise UserError(f"group {args.group!r} is still subscribed to topic {topic!r}: its offsets "
+                                    "there cannot be deleted while it consumes it") from None  # fmt: skip
+                raise
+            rows += [(topic, p, "deleted") for p in parts]
+    table = Table()
+    for col in ("TOPIC", "PARTITION", "STATUS"):
+        table.add_column(col, justify="right" if col == "PARTITION" else "left")
+    for t, p, status in rows:
+        table.add_row(t, str(p), status)
+    stdout.print(table)
+    return 0

@@ -1,0 +1,74 @@
+"""The group coordinator's settings, under Kafka's broker property names and with Kafka's defaults.
+
+Defaults are Kafka 4's, so a client tuned for Kafka behaves the same here; the one worth knowing about is
+``group.initial.rebalance.delay.ms`` (3 s): the first rebalance of an empty group waits that long (and again,
+up to the rebalance timeout, each time another member arrives) so that a fleet starting together forms one
+generation instead of rebalancing once per member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+__all__ = ["PROPERTY_NAMES", "GroupCoordinatorConfig"]
+
+_MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordinatorConfig:
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_size: int = 2**31 - 1
+    # Kafka hard-codes this (5 minutes): how long a new member's parked JoinGroup may wait before the member
+    # is dropped, since it cannot heartbeat yet and a client that gave up would otherwise linger forever.
+    new_member_join_timeout_ms: int = 300_000
+    offsets_retention_ms: int = 10_080 * _MINUTE_MS
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{f.name} must be an integer, got {value!r}")
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ValueError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self.initial_rebalance_delay_ms < 0:
+            raise ValueError("group.initial.rebalance.delay.ms must not be negative")
+        if self.max_size < 1:
+            raise ValueError("group.max.size must be at least 1")
+        if self.offsets_retention_ms < _MINUTE_MS:
+            raise ValueError("offsets.retention.minutes must be at least 1")
+        if self.offsets_retention_check_interval_ms < 1:
+            raise ValueError("offsets.retention.check.interval.ms must be at least 1")
+        if self.offset_metadata_max_bytes < 0:
+            raise ValueError("offset.metadata.max.bytes must not be negative")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str | int]) -> GroupCoordinatorConfig:
+        """Build from Kafka property names; names this coordinator does not use are ignored (they belong
+        to other parts of the broker config)."""
+        kwargs: dict[str, int] = {}
+        for prop, (attr, scale) in PROPERTY_NAMES.items():
+            if prop in props:
+                raw = props[prop]
+                try:
+                    kwargs[attr] = int(raw) * scale
+                except ValueError:
+                    raise ValueError(f"{prop} must be an integer, got {raw!r}") from None
+        return cls(**kwargs)
+
+
+PROPERTY_NAMES: dict[str, tuple[str, int]] = {
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", 1),
+    "group.max.session.timeout.ms": ("max_session_timeout_ms", 1),
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 1),
+    "group.max.size": ("max_size", 1),
+    "offsets.retention.minutes": ("offsets_retention_ms", _MINUTE_MS),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 1),
+}
+"""Kafka property name -> (attribute, multiplier to milliseconds)."""

@@ -1,0 +1,48 @@
+"""What the runtime hands a shard: one decoded request, and a read-only view of the topics that exist."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from groupstream.coordinator.result import RequestToken
+
+__all__ = ["ShardRequest", "TopicIdsView", "TopicsView"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRequest:
+    """One request for groups on this shard.
+
+    ``body`` is the decoded request (the compiled API's named tuple) at ``version``. Requests naming several
+    groups (DeleteGroups, DescribeGroups, OffsetFetch v8+) arrive with only this shard's groups in them; the
+    runtime concatenates the shards' group lists. ListGroups goes to every shard.
+    """
+
+    api_key: int
+    version: int
+    body: Any
+    token: RequestToken
+    client_id: str = ""
+    client_host: str = ""
+
+
+class TopicsView(Protocol):
+    """The broker's topics, as the coordinator needs them to validate commits."""
+
+    def partition_count(self, topic: str) -> int | None:
+        """The topic's partition count, or None when it does not exist."""
+        ...
+
+
+@runtime_checkable
+class TopicIdsView(TopicsView, Protocol):
+    """A view that also maps topic ids, needed by OffsetCommit/OffsetFetch v10 (topics named by id).
+
+    A runtime whose view lacks this gets UNKNOWN_TOPIC_ID for every topic of a v10 request.
+    """
+
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...

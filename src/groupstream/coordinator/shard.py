@@ -1,0 +1,224 @@
+"""One `__consumer_offsets` partition's group coordinator: classic groups and their committed offsets.
+
+A pure state machine driven by its runtime (one writer per partition):
+
+- ``handle(request, now_ms, metadata)`` and ``on_timer(key, now_ms, metadata)`` return a `CoordinatorResult`:
+  records to append, responses (to this request or to requests parked earlier), timer operations.
+- The runtime appends the records, calls ``replay(record)`` for each, and sends the responses once the records
+  are durable. It must replay a result's records before it calls ``handle`` or ``on_timer`` again; if an
+  append fails, the shard's memory is ahead of its log, and the runtime must unload the shard and load it
+  afresh from the log (the way Kafka reverts its in-memory snapshot).
+- Loading is the same ``replay`` over the partition, then ``on_loaded(now_ms)``; ``unload()`` returns every
+  parked request, which the runtime answers with NOT_COORDINATOR.
+
+What is durable and what is not:
+
+- Durable, changed only by ``replay``: committed offsets, and each group's GroupMetadata (generation, protocol
+  type and name, leader, members with subscription, timeouts and assignment); tombstones delete. A shard
+  that replays the same records holds the same durable state (``durable_state()``), and a group at rest
+  (Stable or Empty) shows exactly its last record.
+- Session, changed by handlers as in Kafka's classic coordinator and lost on restart: parked JoinGroup and
+  SyncGroup requests, timer deadlines, members that were given an id but have not joined, and, while a
+  rebalance runs, the membership, leader and generation being formed. The record that ends the rebalance
+  (the leader's SyncGroup, or an empty group's next generation) makes them durable; until then a restart
+  loads the group as it last was, and its members rejoin, exactly as with Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from groupstream.coordinator.admin import GroupAdmin
+from groupstream.coordinator.classic_group import ClassicGroup, GroupState
+from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.context import Op, ShardContext
+from groupstream.coordinator.membership import ClassicMembership
+from groupstream.coordinator.offset_handlers import OffsetHandlers
+from groupstream.coordinator.offsets import OffsetAndMetadata
+from groupstream.coordinator.request import ShardRequest, TopicsView
+from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken
+from groupstream.coordinator.timers import RETENTION_KEY, TimerKind, heartbeat_key, parse_key
+from groupstream.protocol.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownRecordKey,
+)
+
+__all__ = ["SUPPORTED_API_KEYS", "DurableState", "GroupCoordinatorShard"]
+
+JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS = 42, 15, 16
+
+SUPPORTED_API_KEYS = frozenset(
+    {JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE}
+    | {DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    """What survives a restart: each logged group's last GroupMetadata (None for a group known only by its
+    offsets) and every committed offset."""
+
+    groups: Mapping[str, GroupMetadataValue | None]
+    offsets: Mapping[tuple[str, str, int], OffsetAndMetadata]
+
+
+class GroupCoordinatorShard:
+    def __init__(
+        self, partition: int, config: GroupCoordinatorConfig, new_member_id: Callable[[str], str]
+    ) -> None:
+        """``new_member_id(prefix)`` returns a fresh, unique member id for a member whose client id (or group
+        instance id, for static members) is ``prefix``; Kafka's form is ``prefix + "-" + uuid4``."""
+        self._ctx = ShardContext(partition, config, new_member_id)
+        self._membership = ClassicMembership()
+        self._offsets = OffsetHandlers()
+        self._admin = GroupAdmin()
+
+    @property
+    def partition(self) -> int:
+        return self._ctx.partition
+
+    @property
+    def config(self) -> GroupCoordinatorConfig:
+        return self._ctx.config
+
+    # --- the runtime's interface -----------------------------------------------------------------------
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Apply one record; the only code that changes durable state. Record types this shard does not
+        handle (newer ones, or ones another kind of group owns) are skipped."""
+        key = record.key
+        if isinstance(key, UnknownRecordKey):
+            return
+        if isinstance(key, OffsetCommitKey):
+            self._replay_offset(key, record.value)
+        elif isinstance(key, GroupMetadataKey):
+            self._replay_group(key.group, record.value)
+
+    def _replay_offset(self, key: OffsetCommitKey, value: object) -> None:
+        store = self._ctx.offsets
+        if value is None:
+            store.remove(key.group, key.topic, key.partition)
+            return
+        assert isinstance(value, OffsetCommitValue)
+        group = self._ctx.groups.get(key.group)
+        if group is None:
+            # Offsets without group metadata: a simple (assign-mode) consumer's group, empty and protocol-less.
+            group = self._ctx.groups[key.group] = ClassicGroup(key.group)
+        group.in_log = True
+        store.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_value(value))
+
+    def _replay_group(self, group_id: str, value: object) -> None:
+        if value is None:
+            group = self._ctx.groups.pop(group_id, None)
+            if group is not None:
+                group.transition_to(GroupState.DEAD, group.state_timestamp)
+            return
+        assert isinstance(value, GroupMetadataValue)
+        group = self._ctx.groups.get(group_id)
+        if group is None:
+            group = self._ctx.groups[group_id] = ClassicGroup(group_id)
+        group.apply_record(value)
+
+    def handle(self, request: ShardRequest, now_ms: int, metadata: TopicsView) -> CoordinatorResult:
+        op = Op(self._ctx, now_ms)
+        key = request.api_key
+        if key == JOIN_GROUP:
+            self._membership.join(op, request)
+        elif key == SYNC_GROUP:
+            self._membership.sync(op, request)
+        elif key == HEARTBEAT:
+            self._membership.heartbeat(op, request)
+        elif key == LEAVE_GROUP:
+            self._membership.leave(op, request)
+        elif key == OFFSET_COMMIT:
+            self._offsets.commit(op, request, metadata)
+        elif key == OFFSET_FETCH:
+            self._offsets.fetch(op, request, metadata)
+        elif key == OFFSET_DELETE:
+            self._offsets.delete(op, request)
+        elif key == DELETE_GROUPS:
+            self._admin.delete(op, request)
+        elif key == DESCRIBE_GROUPS:
+            self._admin.describe(op, request)
+        elif key == LIST_GROUPS:
+            self._admin.list(op, request)
+        else:
+            raise ValueError(f"api key {key} is not a group coordinator API")
+        return op.result
+
+    def on_timer(self, key: str, now_ms: int, metadata: TopicsView) -> CoordinatorResult:
+        """A timer fired. One the shard cancelled or moved since (the runtime may race it) does nothing."""
+        op = Op(self._ctx, now_ms)
+        deadline = self._ctx.deadlines.get(key)
+        if deadline is None or now_ms < deadline:
+            return op.result
+        del self._ctx.deadlines[key]
+        parsed = parse_key(key)
+        if parsed is None:
+            return op.result
+        if parsed.kind is TimerKind.HEARTBEAT:
+            self._membership.on_heartbeat_expired(op, parsed.group_id, parsed.member_id)
+        elif parsed.kind is TimerKind.JOIN:
+            self._membership.on_join_timer(op, parsed.group_id)
+        elif parsed.kind is TimerKind.SYNC:
+            self._membership.on_sync_timer(op, parsed.group_id)
+        else:
+            self._offsets.expire(op)
+            op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
+        return op.result
+
+    def on_loaded(self, now_ms: int) -> CoordinatorResult:
+        """The whole partition has been replayed: give every loaded member a fresh session, rebalance groups
+        over ``group.max.size``, and start the offsets retention check."""
+        op = Op(self._ctx, now_ms)
+        for group_id in sorted(self._ctx.groups):
+            group = self._ctx.groups[group_id]
+            for member in group.members.values():
+                op.schedule(heartbeat_key(group_id, member.member_id), member.session_timeout_ms)
+            self._membership.rebalance_oversized(op, group)
+        op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
+        return op.result
+
+    def unload(self) -> list[RequestToken]:
+        """Give up the partition: every parked request is returned for the runtime to answer NOT_COORDINATOR,
+        and the shard forgets everything (a new shard loads from the log)."""
+        tokens: list[RequestToken] = []
+        for group_id in sorted(self._ctx.groups):
+            group = self._ctx.groups[group_id]
+            tokens.extend(group.parked_tokens())
+            for member in group.members.values():
+                member.awaiting_join = None
+                member.awaiting_sync = None
+            group.transition_to(GroupState.DEAD, group.state_timestamp)
+        self._ctx.groups.clear()
+        self._ctx.deadlines.clear()
+        return tokens
+
+    # --- inspection (tests, admin tooling) -------------------------------------------------------------
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self._ctx.groups.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._ctx.groups)
+
+    def committed_offset(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        return self._ctx.offsets.get(group_id, topic, partition)
+
+    @property
+    def deadlines(self) -> Mapping[str, int]:
+        """Timer deadlines the shard expects, by key (session state)."""
+        return MappingProxyType(self._ctx.deadlines)
+
+    def durable_state(self) -> DurableState:
+        return DurableState(
+            groups={gid: g.committed for gid, g in sorted(self._ctx.groups.items()) if g.in_log},
+            offsets=self._ctx.offsets.snapshot(),
+        )

@@ -1,0 +1,74 @@
+"""Timer keys of a coordinator shard: strings the runtime treats as opaque, that the shard parses back.
+
+Kafka builds its keys as ``"heartbeat-" + group + "-" + member``, which is ambiguous when ids contain dashes.
+Ours carry the group id's length, so any group or member id (dashes, colons, empty) round-trips exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = ["RETENTION_KEY", "TimerKey", "TimerKind", "heartbeat_key", "join_key", "parse_key", "sync_key"]
+
+
+class TimerKind(Enum):
+    HEARTBEAT = "heartbeat"
+    """A member's session (or a new/pending member's join) deadline."""
+    JOIN = "join"
+    """A group's rebalance timeout, or a step of its initial rebalance delay."""
+    SYNC = "sync"
+    """How long a group waits for every member's SyncGroup after the join phase."""
+    RETENTION = "offsets-retention"
+    """The shard-wide periodic offsets expiry check."""
+
+
+RETENTION_KEY = TimerKind.RETENTION.value
+
+
+@dataclass(frozen=True, slots=True)
+class TimerKey:
+    kind: TimerKind
+    group_id: str = ""
+    member_id: str = ""
+
+
+def _group_key(kind: TimerKind, group_id: str) -> str:
+    return f"{kind.value}:{len(group_id)}:{group_id}"
+
+
+def heartbeat_key(group_id: str, member_id: str) -> str:
+    return f"{_group_key(TimerKind.HEARTBEAT, group_id)}:{member_id}"
+
+
+def join_key(group_id: str) -> str:
+    return _group_key(TimerKind.JOIN, group_id)
+
+
+def sync_key(group_id: str) -> str:
+    return _group_key(TimerKind.SYNC, group_id)
+
+
+def parse_key(key: str) -> TimerKey | None:
+    """The key's meaning, or None for a key this shard never made (the runtime may share a timer wheel)."""
+    if key == RETENTION_KEY:
+        return TimerKey(TimerKind.RETENTION)
+    kind_text, sep, rest = key.partition(":")
+    try:
+        kind = TimerKind(kind_text)
+    except ValueError:
+        return None
+    length_text, sep2, rest = rest.partition(":")
+    if not sep or not sep2 or not length_text.isdigit():
+        return None
+    length = int(length_text)
+    if len(rest) < length:
+        return None
+    group_id, tail = rest[:length], rest[length:]
+    if kind is TimerKind.HEARTBEAT:
+        if not tail.startswith(":"):
+            return None
+        return TimerKey(kind, group_id, tail[1:])
+    if tail or kind is TimerKind.RETENTION:
+        return None
+    return TimerKey(kind, group_id)
