@@ -60,6 +60,10 @@ SESSION_TIMEOUT_MS = 10_000
 PAUSE_MEMBERS = 4
 PAUSE_PARTITIONS = 12
 PAUSE_RATE = 3000  # records/s over all partitions: one every 4 ms per partition
+NOTE = (
+    "Members already in a group learn of a rebalance from their next heartbeat, so join to stable is abou"
+    "t one heartbeat interval (eager) or two (cooperative-sticky: two rounds) plus the broker's own waits; Tansu holds each join for about half the session timeout."
+)
 BASELINE_S = 2.0  # the quiet window before the join whose longest gap is the baseline
 
 
@@ -385,7 +389,7 @@ def main() -> int:
             f"{env}. confluent-kafka consumers as threads of one process (each its own librdkafka instance), "
             f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms=1000. Our broker: "
             "group.initial.rebalance.delay.ms=0 (a stable group never waits for it anyway). Tansu 0.6.0: "
-            "defaults, memory storage.\n\n"
+            "defaults, memory storage. " + NOTE + "\n\n"
             f"Command: `python bench/rebalance.py --brokers {args.brokers} --members {args.members} "
             f"--repeat {args.repeat} --write-results`\n\n{text}"
         )
