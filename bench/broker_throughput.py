@@ -16,9 +16,7 @@ Our broker runs with its durable log and default flush policy; Tansu with its de
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -31,11 +29,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from results import RESULTS, confluent_versions, machine, write_section  # noqa: E402
 from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BEGIN = "<!-- broker_throughput:begin -->"
-END = "<!-- broker_throughput:end -->"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +41,6 @@ class Case:
     def __str__(self) -> str:
         size = f"{self.value_size // 1024} KB" if self.value_size % 1024 == 0 else f"{self.value_size} B"
         return f"{self.records:,} x {size}"
-
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
@@ -75,7 +69,6 @@ class Measurement:
     def fetch_mbps(self) -> float:
         return self.mb / self.fetch_s
 
-
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
@@ -87,7 +80,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
         time.sleep(0.05)  # poll interval, bounded by the deadline above
-
 
 def produce(bootstrap: str, topic: str, case: Case) -> float:
     value = os.urandom(case.value_size)
@@ -130,7 +122,6 @@ def produce(bootstrap: str, topic: str, case: Case) -> float:
         raise RuntimeError(f"produce: {acked} acked, {left} left, errors {errors[:3]}")
     return elapsed
 
-
 def fetch(bootstrap: str, topic: str, case: Case, partitions: int) -> float:
     consumer = Consumer(
         {
@@ -159,7 +150,6 @@ def fetch(bootstrap: str, topic: str, case: Case, partitions: int) -> float:
     finally:
         consumer.close()
 
-
 def run_broker(
     kind: BrokerKind, cases: list[Case], partitions: int, repeat: int, workdir: Path
 ) -> list[Measurement]:
@@ -180,7 +170,6 @@ def run_broker(
                 flush=True,
             )
     return out
-
 
 def table(results: list[Measurement], cases: list[Case], partitions: int) -> str:
     lines = [
@@ -204,42 +193,8 @@ def table(results: list[Measurement], cases: list[Case], partitions: int) -> str
             )
     return "\n".join(lines)
 
-
-def environment() -> str:
-    import confluent_kafka
-
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
-        f"Python {platform.python_version()}; confluent-kafka {confluent_kafka.__version__} "
-        f"(librdkafka {confluent_kafka.libversion()[0]})"
-    )
-
-
-def write_results(text: str) -> None:
-    section = f"{BEGIN}\n{text}\n{END}"
-    if RESULTS.exists():
-        old = RESULTS.read_text()
-        if BEGIN in old and END in old:
-            head, rest = old.split(BEGIN, 1)
-            _, tail = rest.split(END, 1)
-            RESULTS.write_text(head + section + tail)
-            return
-        RESULTS.write_text(old.rstrip("\n") + "\n\n" + section + "\n")
-        return
-    RESULTS.write_text("# Benchmark results\n\n" + section + "\n")
-
-
 def parse_ints(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -281,6 +236,11 @@ def main() -> int:
         print(f"\nwrote {RESULTS}")
     return 0
 
+def environment() -> str:
+    return f"{machine()}; {confluent_versions()}"
+
+def write_results(text: str) -> None:
+    write_section("broker_throughput", text)
 
 if __name__ == "__main__":
     raise SystemExit(main())

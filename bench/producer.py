@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -28,14 +26,11 @@ sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from results import RESULTS, machine, write_section  # noqa: E402
 from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BEGIN = "<!-- producer:begin -->"
-END = "<!-- producer:end -->"
 LINGER_MS = 5
 BATCH_SIZE = 16_384
-
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -48,7 +43,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
         time.sleep(0.05)  # poll interval, bounded by the deadline above
-
 
 def run_groupstream(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from groupstream.client.producer import Producer
@@ -69,7 +63,6 @@ def run_groupstream(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     if left:
         raise RuntimeError(f"groupstream: {left} records not delivered")
     return elapsed
-
 
 def run_confluent(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from confluent_kafka import KafkaError, Message, Producer
@@ -107,7 +100,6 @@ def run_confluent(bootstrap: str, topic: str, n: int, value: bytes) -> float:
         raise RuntimeError(f"confluent: {acked} acked, {left} left, errors {errors[:3]}")
     return elapsed
 
-
 def run_kafka_python(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from kafka import KafkaProducer
 
@@ -130,7 +122,6 @@ def run_kafka_python(bootstrap: str, topic: str, n: int, value: bytes) -> float:
         return elapsed
     finally:
         producer.close()
-
 
 def run_aiokafka(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from aiokafka import AIOKafkaProducer
@@ -157,14 +148,12 @@ def run_aiokafka(bootstrap: str, topic: str, n: int, value: bytes) -> float:
 
     return asyncio.run(go())
 
-
 CLIENTS: dict[str, Callable[[str, str, int, bytes], float]] = {
     "groupstream": run_groupstream,
     "confluent": run_confluent,
     "kafka-python": run_kafka_python,
     "aiokafka": run_aiokafka,
 }
-
 
 def versions() -> str:
     import aiokafka
@@ -175,22 +164,6 @@ def versions() -> str:
         f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]}), "
         f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}"
     )
-
-
-def environment() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
-        f"Python {platform.python_version()}; {versions()}"
-    )
-
 
 def table(best: dict[str, float], n: int, value_size: int, partitions: int) -> str:
     ours = best.get("groupstream")
@@ -203,18 +176,6 @@ def table(best: dict[str, float], n: int, value_size: int, partitions: int) -> s
         ratio = f"{(n / ours) / rps:.2f}x" if ours is not None else ""
         lines.append(f"| {name} | {rps:,.0f} | {rps * value_size / 1e6:.1f} | {ratio} |")
     return "\n".join(lines)
-
-
-def write_results(text: str) -> None:
-    section = f"{BEGIN}\n{text}\n{END}"
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        RESULTS.write_text(head + section + tail)
-    else:
-        RESULTS.write_text(old.rstrip("\n") + "\n\n" + section + "\n")
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -256,6 +217,11 @@ def main() -> int:
         )
     return 0
 
+def environment() -> str:
+    return f"{machine()}; {versions()}"
+
+def write_results(text: str) -> None:
+    write_section("producer", text)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,10 +29,7 @@ Members use session.timeout.ms=10000, heartbeat.interval.ms=1000. Our broker run
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import itertools
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -50,11 +47,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
 from groupstream.client.admin import Admin, NewTopic  # noqa: E402
+from results import RESULTS, confluent_versions, machine, write_section  # noqa: E402
 from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-BEGIN = "<!-- rebalance:begin -->"
-END = "<!-- rebalance:end -->"
 STRATEGIES = ("range", "cooperative-sticky")
 SESSION_TIMEOUT_MS = 10_000
 PAUSE_MEMBERS = 4
@@ -66,9 +61,7 @@ NOTE = (
 )
 BASELINE_S = 2.0  # the quiet window before the join whose longest gap is the baseline
 
-
 # --- one member ----------------------------------------------------------------------------------------
-
 
 @dataclass
 class BenchMember:
@@ -137,9 +130,7 @@ class BenchMember:
         self.thread.join(30)
         self.consumer.close()
 
-
 # --- measurements ----------------------------------------------------------------------------------------
-
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
@@ -147,7 +138,6 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no {what} within {timeout:g}s")
         time.sleep(0.02)  # poll interval of the wait above
-
 
 def stable(members: list[BenchMember], partitions: int, admin: Admin, group: str) -> float | None:
     """The time of the last assignment change when the group is stable now, else None."""
@@ -162,14 +152,12 @@ def stable(members: list[BenchMember], partitions: int, admin: Admin, group: str
         return None
     return max(s[1] for s in snaps)
 
-
 def new_topic(bootstrap: str, partitions: int) -> str:
     topic = f"rebalance-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, partitions)])
         wait_for(lambda: topic in admin.list_topics(), 30, f"topic {topic}")
     return topic
-
 
 def join_to_stable(bootstrap: str, strategy: str, n: int) -> float:
     partitions = 2 * n
@@ -198,7 +186,6 @@ def join_to_stable(bootstrap: str, strategy: str, n: int) -> float:
             for m in members:
                 m.stop()
 
-
 @dataclass(frozen=True)
 class Pause:
     rebalance_s: float
@@ -206,7 +193,6 @@ class Pause:
     median_s: float
     max_s: float
     baseline_s: float
-
 
 def pause_of_unaffected(bootstrap: str, strategy: str) -> Pause:
     topic = new_topic(bootstrap, PAUSE_PARTITIONS)
@@ -267,16 +253,13 @@ def pause_of_unaffected(bootstrap: str, strategy: str) -> Pause:
         return Pause(t1 - t0, 0, float("nan"), float("nan"), float("nan"))
     return Pause(t1 - t0, len(gaps), statistics.median(gaps), max(gaps), statistics.median(baseline))
 
-
 def _max_gap(times: list[float], lo: float, hi: float) -> float:
     """The longest time between consecutive reads within [lo, hi], counting the window's edges."""
     inside = [t for t in times if lo <= t <= hi]
     points = [lo, *inside, hi]
     return max(b - a for a, b in itertools.pairwise(points))
 
-
 # --- the run ---------------------------------------------------------------------------------------------
-
 
 def run_broker(kind: BrokerKind, sizes: list[int], repeat: int, tmp: Path) -> dict[str, Any]:
     settings = {"group.initial.rebalance.delay.ms": "0"} if kind is BrokerKind.GROUPSTREAM else None
@@ -295,7 +278,6 @@ def run_broker(kind: BrokerKind, sizes: list[int], repeat: int, tmp: Path) -> di
                       f"{p.unaffected} unaffected partitions, median pause {p.median_s * 1000:.0f} ms, "
                       f"max {p.max_s * 1000:.0f} ms (baseline {p.baseline_s * 1000:.0f} ms)", flush=True)  # fmt: skip
     return out
-
 
 def table(results: dict[BrokerKind, dict[str, Any]], sizes: list[int]) -> str:
     kinds = list(results)
@@ -331,39 +313,6 @@ def table(results: dict[BrokerKind, dict[str, Any]], sizes: list[int]) -> str:
             )
     return "\n".join(lines)
 
-
-def environment() -> str:
-    import confluent_kafka
-
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores ({cpu}); "
-        f"Python {platform.python_version()}; confluent-kafka {confluent_kafka.__version__} "
-        f"(librdkafka {confluent_kafka.libversion()[0]})"
-    )
-
-
-def write_results(text: str) -> None:
-    section = f"{BEGIN}\n{text}\n{END}"
-    if RESULTS.exists():
-        old = RESULTS.read_text()
-        if BEGIN in old and END in old:
-            head, rest = old.split(BEGIN, 1)
-            _, tail = rest.split(END, 1)
-            RESULTS.write_text(head + section + tail)
-            return
-        RESULTS.write_text(old.rstrip("\n") + "\n\n" + section + "\n")
-        return
-    RESULTS.write_text("# Benchmark results\n\n" + section + "\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brokers", default="tansu,groupstream", help="comma-separated: tansu, groupstream")
@@ -396,6 +345,11 @@ def main() -> int:
         print(f"\nwrote {RESULTS}")
     return 0
 
+def environment() -> str:
+    return f"{machine()}; {confluent_versions()}"
+
+def write_results(text: str) -> None:
+    write_section("rebalance", text)
 
 if __name__ == "__main__":
     raise SystemExit(main())
