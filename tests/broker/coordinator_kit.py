@@ -147,6 +147,9 @@ class ScriptedShard:
         self.parked.clear()
         return tokens
 
+    def on_topics_deleted(self, topics: Any, now_ms: int) -> CoordinatorResult:
+        return CoordinatorResult()
+
     def on_timer(self, key: str, now_ms: int, metadata: Any) -> CoordinatorResult:
         group = key.removeprefix("t:")
         token = self.parked.pop(group)

@@ -26,7 +26,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -70,6 +70,8 @@ class Shard(Protocol):
     def on_loaded(self, now_ms: int) -> CoordinatorResult | None: ...
 
     def unload(self) -> list[RequestToken]: ...
+
+    def on_topics_deleted(self, topics: Collection[str], now_ms: int) -> CoordinatorResult: ...
 
 
 ShardFactory = Callable[[int], Shard]
@@ -199,6 +201,21 @@ class CoordinatorRuntime:
         log.log(logging.DEBUG if self._closed else logging.INFO,
                 "coordinator for %s-%d unloaded (%d requests answered NOT_COORDINATOR)", self.topic, partition,
                 len(tokens))
+
+    def topics_deleted(self, topics: Collection[str]) -> None:
+        """Tell every serving shard that ``topics`` are gone, so they drop the offsets committed for them. A
+        shard that is loading or unloaded misses it, as a Kafka coordinator that is not yet leader does."""
+        for host in self._hosts:
+            shard = host.shard
+            if host.status is not ShardStatus.ACTIVE or shard is None:
+                continue
+            try:
+                result = shard.on_topics_deleted(topics, self._broker.now_ms())
+            except Exception:
+                log.exception("the coordinator for %s-%d failed to drop offsets of deleted topics", self.topic,
+                              host.partition)
+                continue
+            self._apply(host, shard, result)
 
     async def close(self) -> None:
         self._closed = True

@@ -362,6 +362,40 @@ class Admin:
 
     # --- configs --------------------------------------------------------------------------------------
 
+    def elect_leaders(
+        self, partitions: Iterable[tuple[str, int]], election_type: str = "preferred"
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Elect the leaders of ``partitions`` (``preferred`` or ``unclean``), asking the controller; the error
+        of each partition, None where the election took place. On our broker, electing an `__consumer_offsets`
+        partition moves its group coordinator (unload and reload); data partitions need no election."""
+        types = {"preferred": 0, "unclean": 1}
+        if election_type not in types:
+            raise ValueError(f"election type must be preferred or unclean, got {election_type!r}")
+        wanted = _by_topic(partitions)
+        version = self._conn.version_for("ElectLeaders")
+        if version < 1 and election_type != "preferred":
+            raise UnsupportedVersionError(f"broker {self._conn.address} only elects preferred leaders")
+        R: Any = by_name("ElectLeaders").Request
+        body = R(
+            election_type=types[election_type],
+            topic_partitions=[R.TopicPartitions(topic=t, partitions=ps) for t, ps in wanted.items()],
+            timeout_ms=self._timeout_ms(),
+        )
+        md = request_metadata(self._conn, [])
+        controller = next((b for b in md.brokers if b.node_id == md.controller_id), None)
+        conn = self._conn if controller is None else self._conn_to(controller.host, controller.port)
+        resp = conn.request("ElectLeaders", body, version)
+        if version >= 1:
+            check(resp.error_code)
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for result in resp.replica_election_results:
+            for p in result.partition_result:
+                out[(result.topic, p.partition_id)] = (
+                    None if p.error_code == ErrorCode.NONE
+                    else KafkaError(p.error_code, p.error_message, resource=f"{result.topic}-{p.partition_id}")
+                )
+        return out
+
     def describe_configs(self, topic: str) -> dict[str, ConfigEntry]:
         """The topic's effective configuration, by name, with where each value comes from."""
         api = by_name("DescribeConfigs")

@@ -26,7 +26,7 @@ What is durable and what is not:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -37,6 +37,7 @@ from groupstream.coordinator.context import Op, ShardContext
 from groupstream.coordinator.membership import ClassicMembership
 from groupstream.coordinator.offset_handlers import OffsetHandlers
 from groupstream.coordinator.offsets import OffsetAndMetadata
+from groupstream.coordinator.records import offset_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicsView
 from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken
 from groupstream.coordinator.timers import RETENTION_KEY, TimerKind, heartbeat_key, parse_key
@@ -184,6 +185,18 @@ class GroupCoordinatorShard:
                 op.schedule(heartbeat_key(group_id, member.member_id), member.session_timeout_ms)
             self._membership.rebalance_oversized(op, group)
         op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
+        return op.result
+
+    def on_topics_deleted(self, topics: Collection[str], now_ms: int) -> CoordinatorResult:
+        """Topics were deleted: tombstone every committed offset of theirs, as Kafka's coordinator does, so
+        that a topic created again under the same name does not inherit a group's old positions."""
+        op = Op(self._ctx, now_ms)
+        deleted = frozenset(topics)
+        store = self._ctx.offsets
+        for group_id in sorted(store.groups()):
+            for topic, partition, _ in store.partitions(group_id):
+                if topic in deleted:
+                    op.write(offset_tombstone(group_id, topic, partition))
         return op.result
 
     def unload(self) -> list[RequestToken]:

@@ -38,6 +38,7 @@ def load_all() -> dict[int, Handler]:
         configs,
         fetch,
         groups,
+        leaders,
         list_offsets,
         metadata,
         produce,

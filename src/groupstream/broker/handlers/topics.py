@@ -83,6 +83,7 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     out = []
+    deleted: list[str] = []
     for name, topic_id in wanted:
         topic = broker.catalog.get_topic(name) if name is not None else broker.catalog.topic_by_id(topic_id)
         if topic is None:
@@ -97,7 +98,10 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
             broker.flusher.forget(broker.catalog.log(topic.name, p))
         broker.catalog.delete_topic(topic.name)
         broker.purgatory.wake_all()
+        deleted.append(topic.name)
         out.append(D(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
+    if deleted:
+        broker.coordinator.topics_deleted(deleted)
     return R(throttle_time_ms=0, responses=out)
 
 

@@ -42,6 +42,7 @@ _MODULES = (
     "describe_cluster",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "elect_leaders",
 )
 
 APIS: dict[int, CompiledApi] = {}
