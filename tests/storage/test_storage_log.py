@@ -172,6 +172,24 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(250) == (6, 300)
 
 
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Path, codec: str) -> None:
+    """ListOffsets by timestamp answers with the first *record* at or after the time, as Kafka does, not with
+    the start of the batch that holds it."""
+    log = open_log(tmp_path)
+    for first in (0, 10):
+        b = BatchBuilder(compression=codec_from_name(codec))
+        for i in range(first, first + 10):
+            b.append(1000 + 10 * i, b"k", b"v")
+        log.append(bytearray(b.build()), now_ms=0)
+    assert log.offset_for_timestamp(1000) == (0, 1000)
+    assert log.offset_for_timestamp(1041) == (5, 1050)
+    assert log.offset_for_timestamp(1150) == (15, 1150)
+    assert log.offset_for_timestamp(1191) is None
+    log.delete_records(7)
+    assert log.offset_for_timestamp(1041) == (7, 1070)
+
+
 def test_segment_ms_rolls_an_old_segment(tmp_path: Path) -> None:
     log = open_log(tmp_path, small_config(segment_bytes=100_000, segment_ms=1000))
     log.append(sized_batch(100), now_ms=5000)
@@ -302,4 +320,4 @@ def test_real_compressed_batches_pass_through_untouched(tmp_path: Path, codec: s
     batch = RecordBatch(log.read(13, 10).records)
     assert batch.validate_crc() and batch.base_offset == 1
     assert [(r.offset, r.value) for r in batch.records()][12] == (13, b"value-12" * 5)
-    assert log.offset_for_timestamp(1010) == (1, 1019)
+    assert log.offset_for_timestamp(1010) == (11, 1010)  # the record, not its batch

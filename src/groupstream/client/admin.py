@@ -362,6 +362,27 @@ class Admin:
 
     # --- configs --------------------------------------------------------------------------------------
 
+    def delete_records(self, before: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Delete every record below ``before[(topic, partition)]`` (-1: the high watermark), as
+        ``kafka-delete-records.sh`` does; returns each partition's new log start offset."""
+        wanted: dict[str, list[tuple[int, int]]] = {}
+        for (topic, partition), offset in sorted(before.items()):
+            wanted.setdefault(topic, []).append((partition, offset))
+        R: Any = by_name("DeleteRecords").Request
+        T = R.DeleteRecordsTopic
+        body = R(
+            topics=[T(name=t, partitions=[T.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in ps])
+                    for t, ps in wanted.items()],
+            timeout_ms=self._timeout_ms(),
+        )  # fmt: skip
+        resp = self._conn.request("DeleteRecords", body, self._conn.version_for("DeleteRecords"))
+        out: dict[tuple[str, int], int] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                check(p.error_code, resource=f"{t.name}[{p.partition_index}]")
+                out[(t.name, p.partition_index)] = p.low_watermark
+        return out
+
     def elect_leaders(
         self, partitions: Iterable[tuple[str, int]], election_type: str = "preferred"
     ) -> dict[tuple[str, int], KafkaError | None]:

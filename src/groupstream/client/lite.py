@@ -53,6 +53,7 @@ class ConsumedRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
 
 
 @dataclass
@@ -257,7 +258,9 @@ def fetch_partitions(
         order = sorted(positions)
         body = R(
             replica_id=-1,
-            max_wait_ms=0 if stop_at_end else max_wait_ms,
+            # Data is waiting whenever we fetch below the high watermark, so the wait costs nothing; a zero
+            # wait is not used because Tansu 0.6.0 never answers a fetch with max.wait.ms 0.
+            max_wait_ms=min(max_wait_ms, 100) if stop_at_end else max_wait_ms,
             min_bytes=1,
             max_bytes=DEFAULT_FETCH_MAX_BYTES,
             isolation_level=0,
@@ -286,10 +289,11 @@ def fetch_partitions(
                         continue
                     progressed = True
                     if not batch.is_control:
+                        ts_type = batch.timestamp_type
                         for r in batch.records():
                             if r.offset < position:
                                 continue
-                            yield ConsumedRecord(p, r.offset, r.timestamp, r.key, r.value, r.headers)
+                            yield ConsumedRecord(p, r.offset, r.timestamp, r.key, r.value, r.headers, ts_type)
                             yielded += 1
                             if max_records is not None and yielded >= max_records:
                                 return

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groupstream.protocol.errors import PeerProtocolError
+from groupstream.protocol.records.batch import iter_record_batches
 from groupstream.protocol.records.batch_header import (
     TIMESTAMP_TYPE_BIT,
     compute_crc,
@@ -43,7 +44,7 @@ from groupstream.storage.errors import (
     OffsetOutOfRange,
     RecordTooLargeError,
 )
-from groupstream.storage.fileio import datasync, fsync_directory
+from groupstream.storage.fileio import datasync, fsync_directory, pread_upto
 from groupstream.storage.producer_state import (
     Accept,
     Duplicate,
@@ -347,9 +348,9 @@ class PartitionLog:
         return ReadResult(data if p == n else data[:p], next_offset, end, start)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the earliest batch at or above the log start whose max timestamp is at
-        least ``timestamp``: the batch's base offset (clamped to the log start) and its max timestamp.
-        Record-level precision inside a batch is left to the consumer, which skips earlier records."""
+        """``(offset, timestamp)`` of the first record at or above the log start whose timestamp is at least
+        ``timestamp``, as Kafka answers ListOffsets: the time index finds the batch, then the batch's records
+        are read to find the record (under LogAppendTime every record carries the batch's max timestamp)."""
         self._check_open()
         start = self._log_start
         for seg in self._segments:
@@ -358,9 +359,19 @@ class PartitionLog:
             hint = seg.time_index.lookup(timestamp)
             from_offset = start if hint is None else max(hint, start)
             pos = seg.offset_index.lookup(from_offset) if from_offset > seg.base_offset else 0
-            for _, h in BatchScan(seg.log_fd, pos, seg.size, validate_crc=False):
-                if h.last_offset >= start and h.max_timestamp >= timestamp:
+            for batch_pos, h in BatchScan(seg.log_fd, pos, seg.size, validate_crc=False):
+                if h.last_offset < start or h.max_timestamp < timestamp:
+                    continue
+                if h.timestamp_type == 1:  # LogAppendTime: every record has the batch's timestamp
                     return max(h.base_offset, start), h.max_timestamp
+                try:
+                    raw = pread_upto(seg.log_fd, h.size, batch_pos)
+                    records = next(iter_record_batches(raw, check_crc=False)).records()
+                except PeerProtocolError:  # records we cannot decode: answer for the batch as a whole
+                    return max(h.base_offset, start), h.max_timestamp
+                for record in records:
+                    if record.offset >= start and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:

@@ -43,6 +43,7 @@ def load_all() -> dict[int, Handler]:
         metadata,
         produce,
         producer_id,
+        records,
         topics,
     )
 

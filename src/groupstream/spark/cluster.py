@@ -1,0 +1,118 @@
+"""What the driver asks of the brokers: which partitions a subscription covers, their offsets (earliest,
+latest, by timestamp, a group's commits), and committing a stream's progress to its consumer group.
+
+One `Admin` connection, held by the driver-side reader for the life of the query. Only the client properties
+an admin client understands are passed on from the ``kafka.`` options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from groupstream.client.admin import Admin
+from groupstream.client.errors import KafkaError
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.spark.options import SourceOptionError, SourceOptions
+from groupstream.spark.planning import TopicPartition
+
+__all__ = ["ADMIN_KEYS", "Cluster", "DataLossError"]
+
+ADMIN_KEYS = ("client.id", "request.timeout.ms", "connections.max.idle.ms", "socket.connection.setup.timeout.ms")
+
+
+class DataLossError(RuntimeError):
+    """Records the query was to read are gone (deleted by retention, or the topic was recreated)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what}. Some data may have been lost because it is no longer in the topic, or the topic was "
+            "deleted and created again. If you want the query to go on past such losses, set the source option "
+            "failOnDataLoss to false."
+        )
+
+
+def admin_config(bootstrap: str, client: Mapping[str, str]) -> dict[str, str]:
+    conf = {"bootstrap.servers": bootstrap, "client.id": "groupstream-spark"}
+    conf.update({k: v for k, v in client.items() if k in ADMIN_KEYS})
+    return conf
+
+
+class Cluster:
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.admin = Admin(admin_config(options.bootstrap_servers, options.client_config))
+
+    def close(self) -> None:
+        self.admin.close()
+
+    # --- partitions ---------------------------------------------------------------------------------
+
+    def partitions(self, must_exist: bool) -> list[TopicPartition]:
+        """Every partition the subscription covers now. ``must_exist`` (batch queries): a named topic or an
+        assigned partition that does not exist is an error; a stream waits for it to appear instead."""
+        opts = self.options
+        topics = self.admin.list_topics()
+        if opts.assign is not None:
+            wanted = [(t, p) for t, ps in opts.assign.items() for p in ps]
+            present = [(t, p) for t, p in wanted if t in topics and p < topics[t].partition_count]
+            if must_exist and len(present) < len(wanted):
+                t, p = sorted(set(wanted) - set(present))[0]
+                raise SourceOptionError(f"option 'assign' names {t}-{p}, which does not exist")
+            return sorted(present)
+        if opts.pattern is not None:
+            names = [t for t in topics if opts.pattern.fullmatch(t)]
+        else:
+            missing = [t for t in opts.topics if t not in topics]
+            if must_exist and missing:
+                raise SourceOptionError(f"option 'subscribe' names topic {missing[0]!r}, which does not exist")
+            names = [t for t in opts.topics if t in topics]
+        return sorted((t, p) for t in names for p in range(topics[t].partition_count))
+
+    # --- offsets ------------------------------------------------------------------------------------
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list(dict.fromkeys(tps, "earliest"))
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list(dict.fromkeys(tps, "latest"))
+
+    def by_timestamp(self, timestamps: Mapping[TopicPartition, int], strategy: str) -> dict[TopicPartition, int]:
+        """The first offset at or after each timestamp. Where no record is that late: Spark's strategies,
+        ``error`` (fail, naming the partition) or ``latest`` (the end of the partition)."""
+        listed = self.admin.list_offsets(dict(timestamps)) if timestamps else {}
+        out: dict[TopicPartition, int] = {}
+        missing = []
+        for tp, found in listed.items():
+            if found.offset >= 0:
+                out[tp] = found.offset
+            elif strategy == "latest":
+                missing.append(tp)
+            else:
+                raise SourceOptionError(
+                    f"no record in {tp[0]}-{tp[1]} has a timestamp at or after {timestamps[tp]}; set "
+                    "startingOffsetsByTimestampStrategy=latest to start at the end of such partitions"
+                )
+        out.update(self.latest(missing))
+        return out
+
+    def _list(self, specs: Mapping[TopicPartition, str]) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+        return {tp: found.offset for tp, found in self.admin.list_offsets(specs).items()}
+
+    def committed(self, group: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        wanted = list(tps)
+        return {tp: om.offset for tp, om in self.admin.list_group_offsets(group, wanted).items() if om.offset >= 0}
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit a stream's progress as an assign-mode consumer does. A group with live members refuses it
+        (their commits would fight ours); that is reported, and the query goes on."""
+        try:
+            self.admin.alter_group_offsets(group, dict(offsets))
+        except KafkaError as e:
+            if e.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+                raise SourceOptionError(
+                    f"consumer group {group!r} has active members, so the query cannot commit its offsets "
+                    "to it; give the query a group.id of its own"
+                ) from e
+            raise

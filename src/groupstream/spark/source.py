@@ -1,0 +1,280 @@
+"""The ``groupstream`` PySpark data source: batch and streaming reads of Kafka topics, and a sink.
+
+Reads mirror Spark's Kafka source (options, output columns, offsets JSON), on PySpark's Python Data Source API;
+the driver plans explicit offset ranges and each task reads one range (see `executor`). A streaming query
+checkpoints its offsets in Spark; after each micro-batch commits, the end offsets are also committed to the
+consumer group named by ``group.id``, so ``groupstream groups describe`` and any lag tool see the job's lag.
+
+The sink produces each row through our idempotent producer with acks=all and waits for every ack before the
+task reports success: at-least-once. A task that Spark retries produces its rows again, so a retried task or a
+restarted streaming batch can duplicate records; the broker has no transactions yet, so the sink cannot do
+better than that and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from groupstream.spark.cluster import Cluster, DataLossError
+from groupstream.spark.executor import ReadSpec, read_range
+from groupstream.spark.options import (
+    EARLIEST,
+    LATEST,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+)
+from groupstream.spark.planning import (
+    OffsetRange,
+    TopicPartition,
+    from_spark_offsets,
+    rate_limit,
+    split_ranges,
+    to_spark_offsets,
+)
+from groupstream.spark.sink import write_rows
+
+__all__ = ["FORMAT", "GroupstreamDataSource"]
+
+FORMAT = "groupstream"
+log = logging.getLogger("groupstream.spark")
+
+_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+)
+_HEADERS = ", headers array<struct<key: string, value: binary>>"
+
+
+class RangePartition(InputPartition):
+    """One task's range (``value``). Tasks read ``value`` rather than checking the class: Spark may hand the
+    worker a copy of this class pickled by value, which ``isinstance`` would not recognise."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+
+
+class GroupstreamDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
+        return _SCHEMA + (_HEADERS if include else "")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return BatchWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return StreamWriter(dict(self.options), schema)
+
+
+def _read_spec(options: SourceOptions) -> ReadSpec:
+    return ReadSpec(
+        bootstrap_servers=options.bootstrap_servers,
+        client_config=tuple(sorted(options.client_config.items())),
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+
+
+def _resolve(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartition], which: str) -> dict[
+    TopicPartition, int
+]:
+    """Turn startingOffsets / endingOffsets into concrete offsets for ``tps``."""
+    spec = options.starting if which == "starting" else options.ending
+    if spec.kind == "earliest":
+        return cluster.earliest(tps)
+    if spec.kind == "latest":
+        return cluster.latest(tps)
+    if spec.kind == "timestamp":
+        assert spec.timestamp is not None
+        return cluster.by_timestamp(dict.fromkeys(tps, spec.timestamp), options.timestamp_strategy)
+    if spec.kind == "timestamps":
+        named = {tp: ts for tp, ts in spec.offsets.items() if tp in set(tps)}
+        return cluster.by_timestamp(named, options.timestamp_strategy) | _default(cluster, options, tps, named)
+    if spec.kind == "group":
+        assert options.group_id is not None
+        committed = cluster.committed(options.group_id, tps)
+        return committed | _default(cluster, options, tps, committed)
+    # explicit offsets: -2 earliest, -1 latest; partitions the JSON leaves out follow the query's default
+    explicit = {tp: o for tp, o in spec.offsets.items() if tp in set(tps)}
+    out = {tp: o for tp, o in explicit.items() if o >= 0}
+    out |= cluster.earliest([tp for tp, o in explicit.items() if o == EARLIEST])
+    out |= cluster.latest([tp for tp, o in explicit.items() if o == LATEST])
+    return out | _default(cluster, options, tps, explicit)
+
+
+def _default(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartition], given: Mapping[
+    TopicPartition, int
+]) -> dict[TopicPartition, int]:
+    rest = [tp for tp in tps if tp not in given]
+    return cluster.earliest(rest) if options.fallback_reset == "earliest" else cluster.latest(rest)
+
+
+def _read(spec: ReadSpec, partition: InputPartition) -> Iterator[Any]:
+    rng = partition.value
+    if rng is None:  # PySpark plans one task even when we plan none: it reads nothing
+        return iter(())
+    return read_range(spec, rng)
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.spec = _read_spec(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        cluster = Cluster(self.options)
+        try:
+            tps = cluster.partitions(must_exist=True)
+            start = _resolve(cluster, self.options, tps, "starting")
+            end = _resolve(cluster, self.options, tps, "ending")
+        finally:
+            cluster.close()
+        ranges = []
+        for tp in tps:
+            s, e = start[tp], end[tp]
+            if s > e:
+                raise DataLossError(f"{tp[0]}-{tp[1]}: the starting offset {s} is after the ending offset {e}")
+            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.spec, partition)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side of a stream. Offsets are ``{"topic": {"partition": next offset}}``; partitions that appear
+    later (a topic gains partitions, a new topic matches the pattern) start at their earliest offset."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.spec = _read_spec(options)
+        self._cluster: Cluster | None = None
+        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.options)
+        return self._cluster
+
+    def initialOffset(self) -> dict[str, Any]:
+        tps = self.cluster.partitions(must_exist=False)
+        return to_spark_offsets(_resolve(self.cluster, self.options, tps, "starting"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def _latest(self) -> dict[TopicPartition, int]:
+        return self.cluster.latest(self.cluster.partitions(must_exist=False))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = from_spark_offsets(start)
+        latest = dict(self._target) if self._target is not None else self._latest()
+        new = [tp for tp in latest if tp not in begin]
+        begin |= self.cluster.earliest(new)
+        for tp, offset in begin.items():  # never move a partition backwards; losses show in partitions()
+            if tp in latest and latest[tp] < offset:
+                latest[tp] = offset
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.max_rows)
+        for tp, offset in begin.items():
+            latest.setdefault(tp, offset)  # a partition that vanished keeps its place
+        return to_spark_offsets(latest)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return to_spark_offsets(self._latest())
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = from_spark_offsets(start)
+        finish = from_spark_offsets(end)
+        new = [tp for tp in finish if tp not in begin]
+        begin |= self.cluster.earliest(new) if new else {}
+        ranges = []
+        for tp, e in sorted(finish.items()):
+            s = begin[tp]
+            if e < s:
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(f"{tp[0]}-{tp[1]} went back from offset {s} to {e}")
+                log.warning("%s-%d went back from offset %d to %d; skipping", tp[0], tp[1], s, e)
+                continue
+            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.spec, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        group = self.options.group_id
+        if group is None:
+            return
+        try:
+            self.cluster.commit(group, from_spark_offsets(end))
+        except Exception as e:  # progress reporting must not fail the query; Spark's checkpoint is the truth
+            log.warning("could not commit the stream's offsets to group %r: %s", group, e)
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+class _Committed(WriterCommitMessage):
+    def __init__(self, records: int) -> None:
+        self.records = records
+
+
+class BatchWriter(DataSourceWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = parse_sink_options(options)
+        self.fields = schema.fieldNames()
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _Committed(write_rows(self.options, self.fields, iterator))
+
+
+class StreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = parse_sink_options(options)
+        self.fields = schema.fieldNames()
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return _Committed(write_rows(self.options, self.fields, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("batch %d: %d records produced", batchId, sum(getattr(m, "records", 0) for m in messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("batch %d aborted; records its tasks already produced stay in the topic (at-least-once)", batchId)
