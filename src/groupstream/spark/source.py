@@ -179,6 +179,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.spec = _read_spec(options)
         self._cluster: Cluster | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._progress: dict[TopicPartition, int] | None = None  # last offsets committed to group.id
 
     @property
     def cluster(self) -> Cluster:
@@ -202,6 +203,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_spark_offsets(start)
+        # Spark asks for the next batch's end only once the batch ending at ``start`` is committed to its
+        # checkpoint (a batch in the offset log but not in the commit log is re-run first), so ``start`` is
+        # progress to report. Spark's own ``commit`` call comes one batch later, and never for the last batch
+        # of a Trigger.AvailableNow run; this one does.
+        self._commit_progress(begin)
         latest = dict(self._target) if self._target is not None else self._latest()
         new = [tp for tp in latest if tp not in begin]
         begin |= self.cluster.earliest(new)
@@ -237,13 +243,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.spec, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
+        self._commit_progress(from_spark_offsets(end))
+
+    def _commit_progress(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit a finished batch's end offsets to ``group.id`` (once per distinct position), so lag tools see
+        the job. Spark's checkpoint stays the source of truth for where the query resumes."""
         group = self.options.group_id
-        if group is None:
+        if group is None or not offsets or offsets == self._progress:
             return
         try:
-            self.cluster.commit(group, from_spark_offsets(end))
-        except Exception as e:  # progress reporting must not fail the query; Spark's checkpoint is the truth
+            self.cluster.commit(group, offsets)
+        except Exception as e:  # progress reporting must not fail the query
             log.warning("could not commit the stream's offsets to group %r: %s", group, e)
+            return
+        self._progress = dict(offsets)
 
     def stop(self) -> None:
         if self._cluster is not None:
