@@ -1,146 +1,314 @@
-"""``groupstream demo``: the whole path in one command, with nothing to set up.
+"""``groupstream demo``: the main job, with nothing to set up.
 
-Starts the broker in this process, (re)creates a 3-partition topic, produces a page-view stream keyed by user,
-reads it back in assign mode and checks, partition by partition, that what was read is exactly what was
-produced (same keys, values, timestamps and headers, in order, at consecutive offsets). Exits 1 if not.
+Starts the broker in this process (or uses ``--bootstrap-server``), streams a live page-view feed into the
+``page-views`` topic with our producer, and runs a Spark Structured Streaming pipeline over it (`page_views`):
+views per page and event-time minute with a watermark, written exactly-once to a Parquet table, its progress
+committed to the consumer group ``groupstream-demo``. When every event is counted the query stops, and the
+demo prints the result, the group's lag (zero) and a check that the table counts every produced event exactly
+once. Exits 1 if the check fails. Point it at another broker and Spark master with ``--bootstrap-server`` and
+``--master``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TaskProgressColumn, TextColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from groupstream.broker.config import BrokerConfig
-from groupstream.cli.common import COMPRESSIONS, positive_int, stderr, stdout
+from groupstream.cli.common import positive_int, stderr, stdout
 from groupstream.cli.demo_data import page_views
 from groupstream.cli.errors import UserError
 from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.lite import ConsumedRecord, ProduceResult, ProducerRecord, fetch_partitions, produce
-from groupstream.protocol.partitioner import default_partition
+from groupstream.client.errors import KafkaError
+from groupstream.client.lite import ProducerRecord
 
 TOPIC = "page-views"
-PARTITIONS = 3
-_MB = 1024 * 1024
-
-Row = tuple[bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]
+PARTITIONS = 4
+GROUP = "groupstream-demo"
+QUIET_LOG4J = Path(__file__).resolve().parent.parent / "spark" / "log4j2-quiet.properties"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("demo", help="run an embedded broker, produce a sample stream, read it back and check it")
-    p.add_argument("--data-dir", type=Path, default=Path("data/demo"), help="broker data directory (default ./data/demo)")
-    p.add_argument("--events", type=positive_int, default=50_000, help="page-view events to produce (default 50000)")
-    p.add_argument("--compression", choices=COMPRESSIONS, default="lz4", help="batch compression (default lz4)")
+    p = sub.add_parser("demo", help="the main job: a live page-view stream aggregated by Spark into Parquet, "
+                                    "checked exactly-once")  # fmt: skip
+    p.add_argument("--data-dir", type=Path, default=Path("data/demo"),
+                   help="broker data and pipeline output (default ./data/demo)")  # fmt: skip
+    p.add_argument("--events", type=positive_int, default=60_000, help="page views to stream (default 60000)")
+    p.add_argument("--rate", type=positive_int, default=20_000, help="events per second the feed sends (default 20000)")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="use this broker instead of an embedded one")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--timeout", type=positive_int, default=100, help="seconds to wait for the pipeline (default 100)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the generated stream")
     p.set_defaults(func=run)
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                    console=stderr, transient=False)
-
-
 def run(args: argparse.Namespace) -> int:
-    from groupstream.cli.embedded import EmbeddedBroker  # the broker's modules load only for this command
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise UserError("the demo runs on Spark: pip install 'groupstream[spark]'") from None
+    started = time.monotonic()
+    with _broker(args) as bootstrap:
+        events = _events(args)
+        _prepare(bootstrap, args.data_dir)
+        stdout.print(f"[bold]groupstream demo[/]: broker {bootstrap}, Spark {args.master}, "
+                     f"{len(events) - 1:,} page views into {TOPIC!r} ({PARTITIONS} partitions)")  # fmt: skip
+        spark = _spark(args.master)
+        try:
+            rows, lag = _run_pipeline(spark, bootstrap, events, args)
+        finally:
+            spark.stop()
+    ok = _report(rows, lag, events, time.monotonic() - started)
+    return 0 if ok else 1
 
-    config = BrokerConfig(data_dir=args.data_dir, host="127.0.0.1", port=0)
-    events = list(page_views(args.events, args.seed, time.time_ns() // 1_000_000 - args.events * 20))
-    expected = _by_partition(events)
+
+@contextlib.contextmanager
+def _broker(args: argparse.Namespace) -> Iterator[str]:
+    if args.bootstrap_server:
+        yield args.bootstrap_server
+        return
+    from groupstream.cli.embedded import EmbeddedBroker  # the broker's modules load only when embedded
+
+    config = BrokerConfig(data_dir=args.data_dir / "broker", host="127.0.0.1", port=0)
+    config.apply({"group.initial.rebalance.delay.ms": "0"})
     broker = EmbeddedBroker(config)
     try:
         broker.start()
     except OSError as e:  # data dir not writable, no free port, ...
         raise UserError(f"cannot start the embedded broker with data in {args.data_dir}: {e}") from None
     with broker:
-        stdout.print(f"[bold]groupstream demo[/]: embedded broker on {broker.bootstrap}, data in {args.data_dir}")
-        with Admin({"bootstrap.servers": broker.bootstrap, "client.id": "groupstream-demo"}) as admin:
-            if TOPIC in admin.list_topics():
-                admin.delete_topics([TOPIC])
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS)])
-            stdout.print(f"created topic {TOPIC!r} with {PARTITIONS} partitions; producing {len(events):,} "
-                         f"page views keyed by user ({args.compression})")
-            with _progress() as progress:
-                task = progress.add_task("produce", total=len(events))
-                t0 = time.monotonic()
-                result = produce(admin.connection, TOPIC, events, compression=args.compression,
-                                 on_progress=lambda n: progress.advance(task, n))
-                produce_s = time.monotonic() - t0
-            starts = admin.list_offsets({(TOPIC, p): "earliest" for p in range(PARTITIONS)})
-            with _progress() as progress:
-                task = progress.add_task("consume", total=len(events))
-                t0 = time.monotonic()
-                got: dict[int, list[ConsumedRecord]] = {p: [] for p in range(PARTITIONS)}
-                for rec in _advancing(fetch_partitions(admin.connection, TOPIC,
-                                                       {p: starts[(TOPIC, p)].offset for p in range(PARTITIONS)}),
-                                      progress, task):
-                    got[rec.partition].append(rec)
-                consume_s = time.monotonic() - t0
-    ok = _report(expected, got, result, produce_s, consume_s, _payload_bytes(events))
-    return 0 if ok else 1
+        yield broker.bootstrap
 
 
-def _advancing(records: Iterator[ConsumedRecord], progress: Progress, task: TaskID) -> Iterator[ConsumedRecord]:
-    step = 0
-    for rec in records:
-        yield rec
-        step += 1
-        if step == 1000:
-            progress.advance(task, step)
-            step = 0
-    progress.advance(task, step)
+def _events(args: argparse.Namespace) -> list[ProducerRecord]:
+    from groupstream.spark.page_views import END_PAGE, WATERMARK_MS, WINDOW_MS
+
+    now = time.time_ns() // 1_000_000
+    events = list(page_views(args.events, args.seed, now - args.events * 20))
+    last = max(json.loads(e.value or b"{}")["ts"] for e in events)
+    marker_ts = last + WATERMARK_MS + 2 * WINDOW_MS
+    marker = {"event_id": "end", "user_id": "", "page": END_PAGE, "ts": marker_ts}
+    events.append(ProducerRecord(json.dumps(marker).encode(), b"end", timestamp_ms=marker_ts))
+    return events
 
 
-def _by_partition(events: list[ProducerRecord]) -> dict[int, list[Row]]:
-    out: dict[int, list[Row]] = {p: [] for p in range(PARTITIONS)}
+def _prepare(bootstrap: str, data_dir: Path) -> None:
+    """A fresh topic, group and output, so that every run checks exactly what it produced."""
+    with Admin({"bootstrap.servers": bootstrap, "client.id": "groupstream-demo"}) as admin:
+        if TOPIC in admin.list_topics():
+            admin.delete_topics([TOPIC])
+        deadline = time.monotonic() + 30
+        while True:  # a Kafka cluster deletes topics in the background
+            try:
+                admin.create_topics([NewTopic(TOPIC, PARTITIONS)])
+                break
+            except KafkaError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        with contextlib.suppress(KafkaError):
+            admin.delete_groups([GROUP])
+    for sub in ("output", "checkpoint"):
+        shutil.rmtree(data_dir / "pipeline" / sub, ignore_errors=True)
+
+
+def _spark(master: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    stderr.print(f"starting Spark ({master}) ...")
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("groupstream-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _feed(bootstrap: str, events: list[ProducerRecord], rate: int, done: threading.Event,
+          sent: list[int], failures: list[BaseException]) -> None:
+    """Send the events at about ``rate`` per second, as a live site would, then the end marker."""
+    from groupstream.client.producer import Producer
+
+    def delivered(error: BaseException | None, _metadata: Any) -> None:
+        if error is not None:
+            failures.append(error)
+
+    try:
+        with Producer({"bootstrap.servers": bootstrap, "client.id": "groupstream-demo-feed", "linger.ms": 5,
+                       "compression.type": "lz4"}) as producer:  # fmt: skip
+            t0 = time.monotonic()
+            chunk = max(rate // 10, 1)
+            for i in range(0, len(events), chunk):
+                for e in events[i : i + chunk]:
+                    producer.produce(TOPIC, e.value, e.key, timestamp=e.timestamp_ms, on_delivery=delivered)
+                producer.poll(0)
+                sent[0] = min(i + chunk, len(events))
+                ahead = t0 + sent[0] / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)  # pacing the feed to its rate, not waiting for a condition
+            producer.flush()
+    except BaseException as e:
+        failures.append(e)
+    finally:
+        done.set()
+
+
+def _run_pipeline(spark: Any, bootstrap: str, events: list[ProducerRecord], args: argparse.Namespace) -> tuple[
+    list[Any], dict[int, tuple[int, int]]
+]:
+    from groupstream.spark.page_views import expected_counts, page_view_counts
+
+    out = args.data_dir / "pipeline" / "output"
+    stream = (
+        spark.readStream.format("groupstream")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max(args.rate, 1000)))
+        .option("group.id", GROUP)
+        .load()
+    )
+    query = (
+        page_view_counts(stream)
+        .writeStream.format("parquet")
+        .outputMode("append")
+        .option("path", str(out))
+        .option("checkpointLocation", str(args.data_dir / "pipeline" / "checkpoint"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    total = len(events)
+    windows = len(expected_counts(_page_times(events)))
+    done, sent = threading.Event(), [0]
+    failures: list[BaseException] = []
+    feeder = threading.Thread(target=_feed, args=(bootstrap, events, args.rate, done, sent, failures), daemon=True)
+    feeder.start()
+    counted: dict[int, int] = {}  # batch id -> input rows
+    lag: dict[int, tuple[int, int]] = {}
+    deadline = time.monotonic() + args.timeout
+    try:
+        with Progress(TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                      TimeElapsedColumn(), console=stderr) as progress:  # fmt: skip
+            produced_task = progress.add_task("produced", total=total)
+            read_task = progress.add_task("read by Spark", total=total)
+            windows_task = progress.add_task("windows written", total=windows)
+            while True:
+                if query.exception() is not None:
+                    raise UserError(f"the Spark query failed: {query.exception()}")
+                if failures:
+                    raise UserError(f"the event feed failed: {failures[0]}")
+                for p in query.recentProgress:
+                    counted[p["batchId"]] = p["numInputRows"]
+                read = sum(counted.values())
+                progress.update(produced_task, completed=sent[0])
+                progress.update(read_task, completed=min(read, total))
+                if done.is_set() and read >= total:
+                    # every event is in; windows are written as the watermark passes them
+                    written = _count_rows(spark, out)
+                    progress.update(windows_task, completed=min(written, windows))
+                    if written >= windows:
+                        lag = _lag(bootstrap)
+                        if all(committed == end for committed, end in lag.values()):
+                            break
+                if time.monotonic() > deadline:
+                    raise UserError(f"the pipeline did not finish within {args.timeout}s (read {read:,} of "
+                                    f"{total:,} events)")  # fmt: skip
+                query.awaitTermination(0.5)  # returns at once if the query died; otherwise the poll interval
+    finally:
+        query.stop()
+        feeder.join(30)
+    rows = spark.read.parquet(str(out)).collect()
+    return rows, lag
+
+
+def _count_rows(spark: Any, out: Path) -> int:
+    """Rows of the Parquet table so far; Spark reads a file sink's output through its commit log, so a
+    half-written batch is never counted."""
+    if not (out / "_spark_metadata").is_dir():
+        return 0
+    return int(spark.read.parquet(str(out)).count())
+
+
+def _page_times(events: list[ProducerRecord]) -> Iterator[tuple[str, int]]:
     for e in events:
-        assert e.key is not None and e.timestamp_ms is not None
-        out[default_partition(e.key, PARTITIONS)].append((e.key, e.value, e.timestamp_ms, e.headers))
-    return out
+        event = json.loads(e.value or b"{}")
+        yield event["page"], event["ts"]
 
 
-def _payload_bytes(events: list[ProducerRecord]) -> int:
-    return sum(len(e.key or b"") + len(e.value or b"") for e in events)
+def _lag(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """Per partition: the group's committed offset and the log end."""
+    with Admin({"bootstrap.servers": bootstrap, "client.id": "groupstream-demo"}) as admin:
+        ends = admin.list_offsets({(TOPIC, p): "latest" for p in range(PARTITIONS)})
+        committed = admin.list_group_offsets(GROUP)
+    return {p: (committed[(TOPIC, p)].offset if (TOPIC, p) in committed else -1, ends[(TOPIC, p)].offset)
+            for p in range(PARTITIONS)}  # fmt: skip
 
 
-def _report(
-    expected: dict[int, list[Row]],
-    got: dict[int, list[ConsumedRecord]],
-    result: ProduceResult,
-    produce_s: float,
-    consume_s: float,
-    payload: int,
-) -> bool:
-    table = Table(title=f"topic {TOPIC}")
-    for col in ("partition", "produced", "consumed", "first offset", "last offset", "identical"):
-        table.add_column(col, justify="right" if col != "identical" else "center")
-    all_ok = True
-    for p in range(PARTITIONS):
-        want = expected[p]
-        recs = got[p]
-        rows = [(r.key, r.value, r.timestamp, r.headers) for r in recs]
-        offsets = [r.offset for r in recs]
-        first = offsets[0] if offsets else -1
-        ok = rows == want and offsets == list(range(first, first + len(offsets)))
-        all_ok &= ok
-        produced = result.partitions[p].records if p in result.partitions else 0
-        table.add_row(str(p), f"{produced:,}", f"{len(recs):,}", str(first) if recs else "-",
-                      str(offsets[-1]) if recs else "-", "[green]yes[/]" if ok else "[red]NO[/]")
+def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[ProducerRecord], seconds: float) -> bool:
+    from groupstream.spark.page_views import expected_counts
+
+    expected = expected_counts(_page_times(events))
+    got: Counter[tuple[str, int]] = Counter()
+    duplicates = 0
+    for r in rows:
+        key = (r.page, int(r.window_start.timestamp() * 1000))
+        duplicates += key in got
+        got[key] += r.views
+
+    pages: Counter[str] = Counter()
+    durations: Counter[str] = Counter()
+    for r in rows:
+        pages[r.page] += r.views
+        durations[r.page] += r.total_duration_ms
+    table = Table(title=f"page views per page ({len(rows):,} one-minute windows in the Parquet table)")
+    for col in ("page", "views", "avg time on page"):
+        table.add_column(col, justify="left" if col == "page" else "right")
+    for page, views in pages.most_common():
+        table.add_row(page, f"{views:,}", f"{durations[page] / views / 1000:.1f} s")
     stdout.print(table)
-    total = sum(len(v) for v in got.values())
-    speed = Table(title="throughput (payload = keys + values)")
-    for col in ("phase", "records", "payload MB", "seconds", "records/s", "MB/s"):
-        speed.add_column(col, justify="right" if col != "phase" else "left")
-    for phase, n, secs in (("produce", result.records, produce_s), ("consume", total, consume_s)):
-        secs = max(secs, 1e-9)
-        speed.add_row(phase, f"{n:,}", f"{payload / _MB:.1f}", f"{secs:.2f}", f"{n / secs:,.0f}",
-                      f"{payload / _MB / secs:.1f}")
-    stdout.print(speed)
-    if all_ok:
-        stdout.print(f"[bold green]check passed[/]: all {total:,} records read back exactly as produced")
+
+    lag_table = Table(title=f"consumer group {GROUP}")
+    for col in ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"):
+        lag_table.add_column(col, justify="left" if col == "TOPIC" else "right")
+    for p, (committed, end) in sorted(lag.items()):
+        lag_table.add_row(TOPIC, str(p), str(committed), str(end), str(end - committed if committed >= 0 else "-"))
+    stdout.print(lag_table)
+
+    total = sum(expected.values())
+    missing = sum((expected - got).values())
+    extra = sum((got - expected).values())
+    ok = got == expected and duplicates == 0 and all(c == e for c, e in lag.values())
+    if ok:
+        stdout.print(f"[bold green]check passed[/]: all {total:,} page views counted exactly once "
+                     f"({len(expected):,} windows; lag 0) in {seconds:.0f}s")  # fmt: skip
     else:
-        stdout.print("[bold red]check FAILED[/]: what was read differs from what was produced")
-    return all_ok
+        stdout.print(f"[bold red]check FAILED[/]: {missing:,} views missing, {extra:,} counted too often, "
+                     f"{duplicates} windows written twice")  # fmt: skip
+    return ok

@@ -1,5 +1,6 @@
 """A realistic, reproducible page-view stream for the demo: user keys with a long-tailed popularity, JSON
-values, event timestamps that advance like a busy site's. Seeded, so every run produces the same bytes."""
+values, event timestamps that advance like a busy site's, and a few late events (a phone that was offline
+sends its views up to ``max_late_ms`` after they happened). Seeded, so every run produces the same bytes."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ DEVICES = ("desktop", "desktop", "mobile", "mobile", "mobile", "tablet")
 COUNTRIES = ("US", "DE", "FR", "GB", "IN", "BR", "JP", "NL", "SE", "CA")
 
 
-def page_views(count: int, seed: int, start_ms: int, users: int = 5000) -> Iterator[ProducerRecord]:
+LATE_FRACTION = 0.03
+
+
+def page_views(
+    count: int, seed: int, start_ms: int, users: int = 5000, max_late_ms: int = 90_000
+) -> Iterator[ProducerRecord]:
     rng = random.Random(seed)
     ts = start_ms
     source = (("source", b"groupstream-demo"),)
@@ -29,6 +35,7 @@ def page_views(count: int, seed: int, start_ms: int, users: int = 5000) -> Itera
     picks = rng.choices(range(users), cum_weights=cum_weights, k=count)
     for i, user in enumerate(picks):
         ts += rng.randint(0, 40)
+        happened = ts - rng.randint(5_000, max_late_ms) if rng.random() < LATE_FRACTION else ts
         user_id = f"user-{user:05d}"
         event = {
             "event_id": f"{seed:04d}-{i:08d}",
@@ -38,11 +45,11 @@ def page_views(count: int, seed: int, start_ms: int, users: int = 5000) -> Itera
             "device": rng.choice(DEVICES),
             "country": rng.choice(COUNTRIES),
             "duration_ms": int(rng.lognormvariate(8.5, 1.0)),
-            "ts": ts,
+            "ts": happened,
         }
         yield ProducerRecord(
             value=json.dumps(event, separators=(",", ":")).encode(),
             key=user_id.encode(),
-            timestamp_ms=ts,
+            timestamp_ms=happened,
             headers=source,
         )
