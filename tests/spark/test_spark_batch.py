@@ -18,18 +18,28 @@ pytestmark = pytest.mark.compat
 
 def test_a_batch_read_returns_every_record_once_in_kafka_columns(spark: Any, broker: BrokerProcess) -> None:
     bs = broker.bootstrap
-    topic = new_topic(bs, 3)
-    produced = fill(bs, topic, 3000)
-    df = source(spark, bs, subscribe=topic, includeHeaders="true", minPartitions="7")
-    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
-    assert 7 <= df.rdd.getNumPartitions() <= 7 + 3  # 3 partitions cut by size into at least 7 ranges
+    topic = new_topic(bs, 6)
+    produced = fill(bs, topic, 6000)
+    df = source(spark, bs, subscribe=topic, includeHeaders="true")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+        ("timestamp", "timestamp"), ("timestampType", "int"), ("headers", "array<struct<key:string,value:binary>>"),
+    ]  # fmt: skip
+    assert df.rdd.getNumPartitions() == 6  # one task per partition range
     rows = df.collect()
-    assert len(rows) == 3000
+    assert len(rows) == 6000
     assert {bytes(r.key): bytes(r.value) for r in rows} == produced
     assert all(r.topic == topic and r.timestampType == 0 for r in rows)
     assert all([(h.key, bytes(h.value)) for h in r.headers] == [("i", r.value[1:])] for r in rows)
-    for p, offsets in offsets_by_partition(rows).items():
+    by_partition = offsets_by_partition(rows)
+    assert sorted(by_partition) == list(range(6))
+    for p, offsets in by_partition.items():
         assert offsets == list(range(len(offsets))), p
+
+    split = source(spark, bs, subscribe=topic, minPartitions="20")
+    assert 20 <= split.rdd.getNumPartitions() <= 20 + 6  # large ranges cut by size into at least 20 tasks
+    again = split.select("partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in again) == sorted((r.partition, r.offset) for r in rows)
 
 
 def test_assign_with_per_partition_starting_and_ending_offsets(spark: Any, broker: BrokerProcess) -> None:

@@ -8,6 +8,7 @@ column by column, a batch at a time, with no per-record Row objects.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from groupstream.spark.planning import OffsetRange
 __all__ = ["ARROW_BATCH_ROWS", "ReadSpec", "arrow_schema", "read_range"]
 
 ARROW_BATCH_ROWS = 8192
+log = logging.getLogger("groupstream.spark")
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,13 @@ def _start(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> int:
     log_start = admin.list_offsets({(rng.topic, rng.partition): "earliest"})[(rng.topic, rng.partition)].offset
     if log_start <= rng.start:
         return rng.start
+    lost = (
+        f"{rng.topic}-{rng.partition} starts at offset {log_start} now, but offsets {rng.start} to "
+        f"{min(log_start, rng.end) - 1} were to be read"
+    )
     if spec.fail_on_data_loss:
-        raise DataLossError(
-            f"{rng.topic}-{rng.partition} starts at offset {log_start} now, but offsets {rng.start} to "
-            f"{min(log_start, rng.end) - 1} were to be read"
-        )
+        raise DataLossError(lost)
+    log.warning("%s; skipping them (failOnDataLoss=false)", lost)
     return min(log_start, rng.end)
 
 
