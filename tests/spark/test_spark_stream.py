@@ -102,3 +102,24 @@ def test_starting_offsets_group_resumes_where_the_group_committed(
     with Admin({"bootstrap.servers": bs}) as admin:
         committed = {tp: om.offset for tp, om in admin.list_group_offsets("resume-me").items()}
     assert committed == {(topic, 0): 200, (topic, 1): 100}
+
+
+def test_the_streaming_sink_copies_a_topic(spark: Any, broker: BrokerProcess, tmp_path: Path) -> None:
+    bs = broker.bootstrap
+    source_topic, target = new_topic(bs, 3), new_topic(bs, 2)
+    produced = fill(bs, source_topic, 900)
+    df = stream(spark, bs, subscribe=source_topic, startingOffsets="earliest", maxOffsetsPerTrigger="400")
+    query = (
+        df.select("key", "value")
+        .writeStream.format("groupstream")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", target)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert not query.isActive and query.exception() is None, query.exception()
+    copied = spark.read.format("groupstream").option("kafka.bootstrap.servers", bs).option(
+        "subscribe", target).load().collect()  # fmt: skip
+    assert sorted((bytes(r.key), bytes(r.value)) for r in copied) == sorted(produced.items())

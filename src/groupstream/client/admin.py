@@ -364,23 +364,24 @@ class Admin:
 
     def delete_records(self, before: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Delete every record below ``before[(topic, partition)]`` (-1: the high watermark), as
-        ``kafka-delete-records.sh`` does; returns each partition's new log start offset."""
-        wanted: dict[str, list[tuple[int, int]]] = {}
-        for (topic, partition), offset in sorted(before.items()):
-            wanted.setdefault(topic, []).append((partition, offset))
-        R: Any = by_name("DeleteRecords").Request
-        T = R.DeleteRecordsTopic
-        body = R(
-            topics=[T(name=t, partitions=[T.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in ps])
-                    for t, ps in wanted.items()],
-            timeout_ms=self._timeout_ms(),
-        )  # fmt: skip
-        resp = self._conn.request("DeleteRecords", body, self._conn.version_for("DeleteRecords"))
+        ``kafka-delete-records.sh`` does, asking each partition's leader; returns the new log start offsets."""
         out: dict[tuple[str, int], int] = {}
-        for t in resp.topics:
-            for p in t.partitions:
-                check(p.error_code, resource=f"{t.name}[{p.partition_index}]")
-                out[(t.name, p.partition_index)] = p.low_watermark
+        for conn, tps in self._by_leader(before).items():
+            wanted: dict[str, list[tuple[int, int]]] = {}
+            for topic, partition in tps:
+                wanted.setdefault(topic, []).append((partition, before[(topic, partition)]))
+            R: Any = by_name("DeleteRecords").Request
+            T = R.DeleteRecordsTopic
+            body = R(
+                topics=[T(name=t, partitions=[T.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in ps])
+                        for t, ps in wanted.items()],
+                timeout_ms=self._timeout_ms(),
+            )  # fmt: skip
+            resp = conn.request("DeleteRecords", body, conn.version_for("DeleteRecords"))
+            for t in resp.topics:
+                for p in t.partitions:
+                    check(p.error_code, resource=f"{t.name}[{p.partition_index}]")
+                    out[(t.name, p.partition_index)] = p.low_watermark
         return out
 
     def elect_leaders(
@@ -451,13 +452,30 @@ class Admin:
     # --- offsets --------------------------------------------------------------------------------------
 
     def list_offsets(self, specs: Mapping[tuple[str, int], str | int]) -> dict[tuple[str, int], ListedOffset]:
-        """Offsets by ``(topic, partition)`` for "earliest", "latest", "max-timestamp" or a timestamp in ms."""
-        api = by_name("ListOffsets")
+        """Offsets by ``(topic, partition)`` for "earliest", "latest", "max-timestamp" or a timestamp in ms,
+        each asked of its partition's leader."""
         timestamps = {tp: parse_offset_spec(s) for tp, s in specs.items()}
+        out: dict[tuple[str, int], ListedOffset] = {}
+        for conn, tps in self._by_leader(timestamps).items():
+            out.update(self._list_offsets_on(conn, {tp: timestamps[tp] for tp in tps}))
+        missing = set(timestamps) - set(out)
+        if missing:
+            topic, partition = sorted(missing)[0]
+            raise KafkaError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "the broker did not answer for it",
+                resource=f"{topic}[{partition}]",
+            )
+        return out
+
+    def _list_offsets_on(
+        self, conn: BlockingConnection, timestamps: Mapping[tuple[str, int], int]
+    ) -> dict[tuple[str, int], ListedOffset]:
+        api = by_name("ListOffsets")
         needs = 7 if MAX_TIMESTAMP in timestamps.values() else 0
-        version = self._conn.version_for("ListOffsets")
+        version = conn.version_for("ListOffsets")
         if version < needs:
-            raise UnsupportedVersionError(f"broker {self._conn.address} cannot list the max-timestamp offset")
+            raise UnsupportedVersionError(f"broker {conn.address} cannot list the max-timestamp offset")
         R: Any = api.Request
         T = R.ListOffsetsTopic
         by_topic: dict[str, list[Any]] = {}
@@ -468,7 +486,7 @@ class Admin:
         body = R(
             replica_id=-1, isolation_level=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]
         )
-        resp = self._conn.request("ListOffsets", body, version)
+        resp = conn.request("ListOffsets", body, version)
         out: dict[tuple[str, int], ListedOffset] = {}
         for t in resp.topics:
             for p in t.partitions:
@@ -485,14 +503,23 @@ class Admin:
                     out[(t.name, p.partition_index)] = ListedOffset(offset, -1)
                 else:
                     out[(t.name, p.partition_index)] = ListedOffset(p.offset, p.timestamp, p.leader_epoch)
-        missing = set(timestamps) - set(out)
-        if missing:
-            topic, partition = sorted(missing)[0]
-            raise KafkaError(
-                ErrorCode.UNKNOWN_SERVER_ERROR,
-                "the broker did not answer for it",
-                resource=f"{topic}[{partition}]",
-            )
+        return out
+
+    def _by_leader(self, tps: Iterable[tuple[str, int]]) -> dict[BlockingConnection, list[tuple[str, int]]]:
+        """Group partitions by the connection to their leader; partitions of unknown topics, or without a
+        known leader, go to the bootstrap broker, which answers them with the error that explains why."""
+        wanted = sorted(set(tps))
+        md = request_metadata(self._conn, sorted({t for t, _ in wanted}))
+        brokers = {b.node_id: b for b in md.brokers}
+        out: dict[BlockingConnection, list[tuple[str, int]]] = {}
+        for topic, partition in wanted:
+            desc = md.topics.get(topic)
+            leader = None
+            if desc is not None:
+                leader = next((p.leader for p in desc.partitions if p.partition == partition), None)
+            broker = brokers.get(leader) if leader is not None else None
+            conn = self._conn if broker is None else self._conn_to(broker.host, broker.port)
+            out.setdefault(conn, []).append((topic, partition))
         return out
 
     # --- consumer groups ------------------------------------------------------------------------------

@@ -19,7 +19,13 @@ from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.partitioner import default_partition
-from groupstream.protocol.records import BatchBuilder, Codec, codec_from_name, iter_record_batches
+from groupstream.protocol.records import (
+    BatchBuilder,
+    Codec,
+    RecordBatch,
+    codec_from_name,
+    iter_record_batches,
+)
 
 DEFAULT_BATCH_SIZE = 16 * 1024  # Kafka's batch.size
 DEFAULT_REQUEST_BYTES = 1024 * 1024  # Kafka's max.request.size
@@ -248,10 +254,34 @@ def fetch_partitions(
     """
     if max_records is not None and max_records <= 0:
         return
+    yielded = 0
+    for p, batch, position in fetch_batches(conn, topic, starts, stop_at_end, max_wait_ms=max_wait_ms,
+                                            partition_max_bytes=partition_max_bytes):  # fmt: skip
+        ts_type = batch.timestamp_type
+        for r in batch.records():
+            if r.offset < position:
+                continue
+            yield ConsumedRecord(p, r.offset, r.timestamp, r.key, r.value, r.headers, ts_type)
+            yielded += 1
+            if max_records is not None and yielded >= max_records:
+                return
+
+
+def fetch_batches(
+    conn: BlockingConnection,
+    topic: str,
+    starts: Mapping[int, int],
+    stop_at_end: bool = True,
+    *,
+    max_wait_ms: int = 500,
+    partition_max_bytes: int = DEFAULT_PARTITION_FETCH_BYTES,
+) -> Iterator[tuple[int, RecordBatch, int]]:
+    """``(partition, batch, position)`` for every data batch at or past each partition's position, in
+    offset order within a partition; records of a batch below ``position`` (the batch the start offset falls
+    in) are the caller's to skip. For callers that take records a batch at a time (columnar readers)."""
     version = conn.version_for("Fetch", _MAX_FETCH_VERSION)
     positions = dict(starts)
     limits = dict.fromkeys(positions, partition_max_bytes)
-    yielded = 0
     R: Any = _FETCH.Request
     T = R.FetchTopic
     while positions:
@@ -289,15 +319,7 @@ def fetch_partitions(
                         continue
                     progressed = True
                     if not batch.is_control:
-                        ts_type = batch.timestamp_type
-                        for r in batch.records():
-                            if r.offset < position:
-                                continue
-                            yield ConsumedRecord(p, r.offset, r.timestamp, r.key, r.value, r.headers, ts_type)
-                            yielded += 1
-                            if max_records is not None and yielded >= max_records:
-                                return
-                            positions[p] = r.offset + 1
+                        yield p, batch, position
                     position = positions[p] = batch.next_offset
                 if progressed:
                     limits[p] = partition_max_bytes

@@ -9,13 +9,14 @@ column by column, a batch at a time, with no per-record Row objects.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaError
-from groupstream.client.lite import fetch_range
+from groupstream.client.lite import fetch_batches
 from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.cluster import DataLossError, admin_config
@@ -23,7 +24,8 @@ from groupstream.spark.planning import OffsetRange
 
 __all__ = ["ARROW_BATCH_ROWS", "ReadSpec", "arrow_schema", "read_range"]
 
-ARROW_BATCH_ROWS = 8192
+ARROW_BATCH_ROWS = 16_384  # Kafka batches are gathered up to this many rows: Spark pays per Arrow batch
+
 log = logging.getLogger("groupstream.spark")
 
 
@@ -57,36 +59,54 @@ def arrow_schema(include_headers: bool) -> Any:
 
 
 def read_range(spec: ReadSpec, rng: OffsetRange) -> Iterator[Any]:
-    """Arrow record batches of ``rng``'s records, in offset order."""
+    """Arrow record batches of ``rng``'s records, in offset order, of about `ARROW_BATCH_ROWS` rows each."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     schema = arrow_schema(spec.include_headers)
     conf = admin_config(spec.bootstrap_servers, dict(spec.client_config))
     with Admin(conf) as admin:
-        leader = _leader(admin, rng)
-        conn = BlockingConnection(leader[0], leader[1], client_id=conf["client.id"],
-                                  timeout_s=spec.poll_timeout_ms / 1000)
+        host, port = _leader(admin, rng)
+        conn = BlockingConnection(host, port, client_id=conf["client.id"], timeout_s=spec.poll_timeout_ms / 1000)
         try:
             start = _start(admin, spec, rng)
-            cols: dict[str, list[Any]] = {f.name: [] for f in schema}
             last = start - 1
-            for rec in _records(conn, admin, spec, rng, start):
-                cols["key"].append(rec.key)
-                cols["value"].append(rec.value)
-                cols["offset"].append(rec.offset)
-                cols["timestamp"].append(rec.timestamp * 1000)
-                cols["timestampType"].append(rec.timestamp_type)
-                if spec.include_headers:
-                    cols["headers"].append([{"key": k, "value": v} for k, v in rec.headers])
-                last = rec.offset
-                if len(cols["offset"]) >= ARROW_BATCH_ROWS:
-                    yield _batch(pa, schema, rng, cols)
-            if cols["offset"]:
-                yield _batch(pa, schema, rng, cols)
+            pending: list[Any] = []
+            types: list[int] = []
+            for batch_type, records in _record_lists(conn, admin, spec, rng, start):
+                pending.extend(records)
+                types.extend([batch_type] * len(records))
+                if len(pending) >= ARROW_BATCH_ROWS:
+                    last = pending[-1].offset
+                    yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
+                    pending, types = [], []
+            if pending:
+                last = pending[-1].offset
+                yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
             if last < rng.end - 1 and spec.fail_on_data_loss:
                 _check_end(admin, rng, last)
         finally:
             conn.close()
+
+
+def _arrow(pa: Any, pc: Any, schema: Any, rng: OffsetRange, records: list[Any], types: list[int],
+           include_headers: bool) -> Any:
+    """One Arrow batch from decoded records: the columns are transposed in C (``zip``), not record by record."""
+    offsets, timestamps, keys, values, headers = zip(*records, strict=True)
+    n = len(offsets)
+    columns = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array([rng.topic] * n, pa.string()),
+        pa.array([rng.partition] * n, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(pa.array(timestamps, pa.int64()), 1000).cast(schema.field("timestamp").type),
+        pa.array(types, pa.int32()),
+    ]
+    if include_headers:
+        columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in headers],
+                                schema.field("headers").type))  # fmt: skip
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _leader(admin: Admin, rng: OffsetRange) -> tuple[str, int]:
@@ -118,25 +138,36 @@ def _start(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> int:
     return min(log_start, rng.end)
 
 
-def _records(conn: BlockingConnection, admin: Admin, spec: ReadSpec, rng: OffsetRange, start: int) -> Iterator[Any]:
+def _record_lists(
+    conn: BlockingConnection, admin: Admin, spec: ReadSpec, rng: OffsetRange, start: int
+) -> Iterator[tuple[int, list[Any]]]:
+    """``(timestamp type, records)`` per Kafka batch, cut to ``[start, rng.end)``."""
     if start >= rng.end:
         return
     try:
-        for rec in fetch_range(conn, rng.topic, rng.partition, start, stop_at_end=True):
-            if rec.offset >= rng.end:
-                return
-            yield rec
+        yield from _cut(conn, rng, start)
     except KafkaError as e:
         if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
             raise
         # retention moved the log start past our position while we read
         if spec.fail_on_data_loss:
             raise DataLossError(f"{rng.topic}-{rng.partition}: {e}") from e
-        begin = _start(admin, spec, rng)
-        for rec in fetch_range(conn, rng.topic, rng.partition, begin, stop_at_end=True):
-            if rec.offset >= rng.end:
-                return
-            yield rec
+        yield from _cut(conn, rng, _start(admin, spec, rng))
+
+
+def _cut(conn: BlockingConnection, rng: OffsetRange, start: int) -> Iterator[tuple[int, list[Any]]]:
+    for _, batch, position in fetch_batches(conn, rng.topic, {rng.partition: start}, stop_at_end=True):
+        records = batch.records()
+        lo = bisect_left(records, position, key=_offset) if records and records[0].offset < position else 0
+        hi = bisect_left(records, rng.end, key=_offset) if records and records[-1].offset >= rng.end else len(records)
+        if lo < hi:
+            yield batch.timestamp_type, records[lo:hi] if lo or hi < len(records) else records
+        if batch.next_offset >= rng.end:
+            return
+
+
+def _offset(record: Any) -> int:
+    return int(record.offset)
 
 
 def _check_end(admin: Admin, rng: OffsetRange, last: int) -> None:
@@ -147,18 +178,3 @@ def _check_end(admin: Admin, rng: OffsetRange, last: int) -> None:
         raise DataLossError(
             f"{rng.topic}-{rng.partition} ends at offset {end} now, but offsets up to {rng.end - 1} were to be read"
         )
-
-
-def _batch(pa: Any, schema: Any, rng: OffsetRange, cols: dict[str, list[Any]]) -> Any:
-    n = len(cols["offset"])
-    arrays = []
-    for f in schema:
-        if f.name == "topic":
-            arrays.append(pa.array([rng.topic] * n, pa.string()))
-        elif f.name == "partition":
-            arrays.append(pa.array([rng.partition] * n, pa.int32()))
-        else:
-            arrays.append(pa.array(cols[f.name], f.type))
-        if f.name in cols:
-            cols[f.name] = []
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)

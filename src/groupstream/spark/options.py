@@ -83,7 +83,7 @@ _SOURCE_KEYS = {
     "minpartitions", "maxoffsetspertrigger", "failondataloss", "includeheaders", "group.id",
     "kafkaconsumer.polltimeoutms", "bootstrap.servers", "path",
 }  # fmt: skip
-_SINK_KEYS = {"topic", "bootstrap.servers", "path", "includeheaders"}
+_SINK_KEYS = {"topic", "bootstrap.servers", "path", "checkpointlocation"}  # path, checkpointLocation: from Spark
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
