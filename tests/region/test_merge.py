@@ -1,0 +1,74 @@
+"""The merge of checkpointed offsets keyed by [checkpoint id, reset attempt], its timeout and fallback."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from groupstream.assignment.types import TopicPartition
+from groupstream.region.merge import MergeKey, OffsetMerges, merge_timeout_ms, seek_map
+
+P = [TopicPartition("t", i) for i in range(6)]
+ALL = frozenset(P)
+
+
+def test_the_merge_completes_when_every_assignable_partition_is_covered() -> None:
+    merges = OffsetMerges()
+    key = MergeKey(3, 1)
+    assert not merges.contribute(key, "a", ALL, {P[0]: 10, P[1]: 11})
+    assert merges.merged(key) is None
+    assert not merges.contribute(key, "b", ALL, {P[2]: 12, P[3]: 13})
+    assert merges.contribute(key, "c", ALL, {P[4]: 14, P[5]: 15})
+    assert merges.merged(key) == {P[i]: 10 + i for i in range(6)}
+    assert merges.members(key) == {"a", "b", "c"}
+    assert not merges.is_complete(MergeKey(3, 2))  # another attempt is another merge
+
+
+def test_partitions_one_member_saw_added_must_be_covered_too() -> None:
+    merges = OffsetMerges()
+    key = MergeKey(1, 1)
+    merges.contribute(key, "a", frozenset(P[:2]), {P[0]: 1, P[1]: 2})
+    assert merges.is_complete(key)
+    assert not merges.contribute(key, "b", frozenset(P[:3]), {})  # b saw a third partition nobody covers
+
+
+def test_conflicting_offsets_keep_the_higher_and_are_reported() -> None:
+    merges = OffsetMerges()
+    key = MergeKey(1, 1)
+    merges.contribute(key, "a", frozenset(P[:1]), {P[0]: 5})
+    merges.contribute(key, "b", frozenset(P[:1]), {P[0]: 9})
+    assert merges.merged(key) == {P[0]: 9}
+    assert merges.conflicts(key) == {P[0]}
+
+
+def test_retire_drops_merges_of_that_checkpoint_and_older() -> None:
+    merges = OffsetMerges()
+    for cid, attempt in ((1, 1), (2, 1), (2, 2), (3, 1)):
+        merges.contribute(MergeKey(cid, attempt), "a", frozenset(), {})
+    merges.retire(2)
+    assert merges.keys() == [MergeKey(3, 1)]
+
+
+def test_the_timeout_is_a_quarter_of_the_reset_timeout_capped_by_poll_interval_and_30s() -> None:
+    assert merge_timeout_ms(20_000, 300_000) == 5_000
+    assert merge_timeout_ms(200_000, 300_000) == 30_000
+    assert merge_timeout_ms(200_000, 40_000) == 20_000
+
+
+def test_the_seek_map_falls_back_to_the_committed_offsets() -> None:
+    committed = {P[0]: 1, P[1]: 2}
+    assert seek_map(None, committed) == committed
+    assert seek_map({P[0]: 7}, committed) == {P[0]: 7, P[1]: 2}
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.lists(st.integers(0, 5), unique=True)), max_size=8))
+def test_every_order_of_the_same_contributions_merges_alike(contribs: list[tuple[str, list[int]]]) -> None:
+    """Each member builds the merge from the control plane in its own time; the result must not depend on it."""
+    def build(order: list[tuple[str, list[int]]]) -> tuple[bool, dict[TopicPartition, int] | None]:
+        merges = OffsetMerges()
+        key = MergeKey(1, 1)
+        for member, parts in order:
+            merges.contribute(key, member, ALL, {P[p]: p * 10 + ord(member) for p in parts})
+        return merges.is_complete(key), merges.merged(key)
+
+    assert build(contribs) == build(list(reversed(contribs)))
