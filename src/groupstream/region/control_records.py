@@ -14,7 +14,9 @@ Key layout (``/``-separated, region first so one topic serves several regions):
 - ``<region>/command``: the controller's latest command (drain, checkpoint, resume, reset, retire);
 - ``<region>/ack/<member>``: a member's latest answer to a command;
 - ``<region>/checkpoint/<checkpoint>/<member>``: a member's operator checkpoint (the topic checkpoint store),
-  tombstoned when the checkpoint is retired.
+  tombstoned when the checkpoint is retired;
+- ``<region>/state``: the controller's durable state (last complete checkpoint, ids used), so a controller
+  that restarts goes on where the last one stopped.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "InitialOffsets",
     "MemberRegistration",
     "MergeContribution",
+    "RegionState",
     "decode",
     "encode",
 ]
@@ -105,7 +108,17 @@ class CheckpointData:
     data: str | None  # None: retired (a tombstone)
 
 
-ControlRecord = MemberRegistration | InitialOffsets | MergeContribution | Command | Ack | CheckpointData
+@dataclass(frozen=True, slots=True)
+class RegionState:
+    region: str
+    last_complete: int | None
+    checkpoint_id: int
+    attempt: int
+
+
+ControlRecord = (
+    MemberRegistration | InitialOffsets | MergeContribution | Command | Ack | CheckpointData | RegionState
+)
 
 
 def encode(record: ControlRecord) -> tuple[bytes, bytes | None]:
@@ -123,6 +136,9 @@ def encode(record: ControlRecord) -> tuple[bytes, bytes | None]:
     if isinstance(r, Command):
         value = {"seq": r.seq, "kind": r.kind, "checkpoint_id": r.checkpoint_id, "attempt": r.attempt}
         return _key(r.region, "command"), _json(value)
+    if isinstance(r, RegionState):
+        value = {"last_complete": r.last_complete, "checkpoint_id": r.checkpoint_id, "attempt": r.attempt}
+        return _key(r.region, "state"), _json(value)
     if isinstance(r, CheckpointData):
         value = None if r.data is None else {"data": r.data}
         return _key(r.region, "checkpoint", str(r.checkpoint_id), r.member), _json(value)
@@ -153,6 +169,10 @@ def decode(key: bytes, value: bytes | None) -> ControlRecord | None:
         cid = body["checkpoint_id"]
         return Command(region, int(body["seq"]), str(body["kind"]), None if cid is None else int(cid),
                        int(body["attempt"]))  # fmt: skip
+    if kind == "state" and len(parts) == 2:
+        last = body["last_complete"]
+        return RegionState(region, None if last is None else int(last), int(body["checkpoint_id"]),
+                           int(body["attempt"]))  # fmt: skip
     if kind == "ack" and len(parts) == 3:
         return Ack(region, parts[2], int(body["seq"]), str(body["kind"]), body["error"])
     return None

@@ -19,10 +19,13 @@ from groupstream.region.control_records import (
     MemberRegistration,
     MergeContribution,
     Offsets,
+    RegionState,
 )
 from groupstream.region.merge import MergeKey, OffsetMerges
 
-__all__ = ["ControlView"]
+__all__ = ["LOG_KEEP", "ControlView"]
+
+LOG_KEEP = 10_000  # commands and answers kept for followers that fell behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +39,14 @@ class ControlView:
         self.region = region
         self.merges = OffsetMerges()
         self.command: Command | None = None
+        self.commands: list[Command] = []  # every command read, in order (members follow them one by one)
         self.acks: dict[str, Ack] = {}
+        self._ack_log: list[Ack] = []  # recent answers, in order (the controller follows them one by one)
+        self.acks_seen = 0  # answers read in all; the log holds the last `LOG_KEEP` of them
         self._members: dict[str, dict[str, _Registered]] = {}
         self._initial: dict[str, tuple[int, Offsets]] = {}
         self.checkpoints: dict[tuple[int, str], str] = {}
+        self.state: RegionState | None = None
         self.applied = 0  # records folded so far (waiters compare it)
 
     def apply(self, record: ControlRecord, offset: int) -> None:
@@ -62,14 +69,23 @@ class ControlView:
         elif isinstance(record, Command):
             if self.command is None or record.seq > self.command.seq:
                 self.command = record
+                self.commands.append(record)
+                if len(self.commands) > 2 * LOG_KEEP:
+                    del self.commands[:-LOG_KEEP]
                 if record.kind == "retire" and record.checkpoint_id is not None:
                     self.merges.retire(record.checkpoint_id)
+        elif isinstance(record, RegionState):
+            self.state = record
         elif isinstance(record, CheckpointData):
             if record.data is None:
                 self.checkpoints.pop((record.checkpoint_id, record.member), None)
             else:
                 self.checkpoints[(record.checkpoint_id, record.member)] = record.data
         elif isinstance(record, Ack):
+            self._ack_log.append(record)
+            self.acks_seen += 1
+            if len(self._ack_log) > 2 * LOG_KEEP:
+                del self._ack_log[:-LOG_KEEP]
             old = self.acks.get(record.member)
             if old is None or record.seq >= old.seq:
                 self.acks[record.member] = record
@@ -88,6 +104,15 @@ class ControlView:
     def initial_offsets(self, group: str) -> Offsets | None:
         found = self._initial.get(group)
         return None if found is None else dict(found[1])
+
+    def commands_after(self, seq: int) -> list[Command]:
+        """Commands newer than ``seq``, oldest first."""
+        return [c for c in self.commands if c.seq > seq]
+
+    def acks_after(self, seen: int) -> list[Ack]:
+        """The answers read after the first ``seen`` ones (as far as the log still holds them)."""
+        new = self.acks_seen - seen
+        return self._ack_log[max(len(self._ack_log) - new, 0) :] if new > 0 else []
 
     def answered(self, seq: int) -> dict[str, Ack]:
         """The members' answers to command ``seq`` (and later ones)."""

@@ -75,14 +75,16 @@ class StartReset(ControlEffect):
 
 
 class RegionController:
-    def __init__(self, members: Iterable[str], period_ms: int | None, reset_timeout_ms: int, now_ms: int) -> None:
+    def __init__(self, members: Iterable[str], period_ms: int | None, reset_timeout_ms: int, now_ms: int, *,
+                 last_complete: int | None = None, checkpoint_id: int = 0, attempt: int = 0) -> None:  # fmt: skip
+        """The keyword arguments restore what a previous controller of the region left (its durable state)."""
         self.members: set[str] = set(members)
         self.period_ms = period_ms
         self.reset_timeout_ms = reset_timeout_ms
         self.phase = RegionPhase.IDLE
-        self.last_complete: int | None = None
-        self.checkpoint_id = 0  # the id of the running (or last started) cycle
-        self.attempt = 0  # the last reset attempt started
+        self.last_complete = last_complete
+        self.checkpoint_id = checkpoint_id  # the id of the running (or last started) cycle
+        self.attempt = attempt  # the last reset attempt started
         self.reset_target: int | None = None
         self._pending: set[str] = set()
         self._next_cycle_ms = None if period_ms is None else now_ms + period_ms
