@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
-import sys
 import threading
 import time
 from collections import Counter
@@ -45,7 +43,6 @@ from groupstream.client.lite import ProducerRecord
 TOPIC = "page-views"
 PARTITIONS = 4
 GROUP = "groupstream-demo"
-QUIET_LOG4J = Path(__file__).resolve().parent.parent / "spark" / "log4j2-quiet.properties"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -133,22 +130,10 @@ def _prepare(bootstrap: str, data_dir: Path) -> None:
 
 
 def _spark(master: str) -> Any:
-    from pyspark.sql import SparkSession
+    from groupstream.spark.session import spark_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     stderr.print(f"starting Spark ({master}) ...")
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("groupstream-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_session(master, "groupstream-demo")
 
 
 def _feed(bootstrap: str, events: list[ProducerRecord], rate: int, done: threading.Event,

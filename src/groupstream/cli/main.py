@@ -14,13 +14,23 @@ from groupstream.cli import (
     demo_cmd,
     groups_cmd,
     leader_election_cmd,
+    pipeline_cmd,
     produce_cmd,
     topics_cmd,
 )
 from groupstream.cli.errors import UserError
 from groupstream.client.errors import ClientError, KafkaConnectionError
 
-_COMMANDS = (broker_cmd, topics_cmd, produce_cmd, consume_cmd, groups_cmd, leader_election_cmd, demo_cmd)
+_COMMANDS = (
+    broker_cmd,
+    topics_cmd,
+    produce_cmd,
+    consume_cmd,
+    groups_cmd,
+    leader_election_cmd,
+    pipeline_cmd,
+    demo_cmd,
+)
 
 __all__ = ["UserError", "build_parser", "main"]
 
