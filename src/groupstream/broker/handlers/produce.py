@@ -19,6 +19,7 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, iter_batches
 from groupstream.storage import producer_state as ps
+from groupstream.storage.errors import RecordTooLargeError
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -94,8 +95,6 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
     """Returns (error code, base offset, error message)."""
     if records is None or len(records) == 0:
         return ErrorCode.CORRUPT_MESSAGE, -1, "no records"
-    if len(records) > plog.config.max_message_bytes:
-        return ErrorCode.MESSAGE_TOO_LARGE, -1, f"{len(records)} bytes exceed max.message.bytes"
     try:
         batches = list(iter_batches(records))
     except PeerProtocolError as e:
@@ -108,7 +107,12 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
         if first.is_transactional:
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "transactions are not supported yet"
     data = bytearray(records)
-    outcome = plog.append_checked(data, now)
+    try:
+        # max.message.bytes bounds each batch, as in Kafka, and segment.bytes all of one partition's batches
+        outcome = plog.append_checked(data, now)
+    except RecordTooLargeError as e:
+        whole = "segment.bytes" in str(e)
+        return (ErrorCode.RECORD_LIST_TOO_LARGE if whole else ErrorCode.MESSAGE_TOO_LARGE), -1, str(e)
     if isinstance(outcome, ps.Duplicate):
         return ErrorCode.NONE, outcome.base_offset, None
     if isinstance(outcome, ps.OutOfOrder):
