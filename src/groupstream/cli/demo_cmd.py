@@ -248,12 +248,11 @@ def _page_times(events: list[ProducerRecord]) -> Iterator[tuple[str, int]]:
 
 
 def _lag(bootstrap: str) -> dict[int, tuple[int, int]]:
-    """Per partition: the group's committed offset and the log end."""
+    """Per partition: the group's committed offset (-1: none yet) and the log end."""
     with Admin({"bootstrap.servers": bootstrap, "client.id": "groupstream-demo"}) as admin:
-        ends = admin.list_offsets({(TOPIC, p): "latest" for p in range(PARTITIONS)})
-        committed = admin.list_group_offsets(GROUP)
-    return {p: (committed[(TOPIC, p)].offset if (TOPIC, p) in committed else -1, ends[(TOPIC, p)].offset)
-            for p in range(PARTITIONS)}  # fmt: skip
+        ends = admin.log_end_offsets((TOPIC, p) for p in range(PARTITIONS))
+        lag = admin.consumer_lag(GROUP)
+    return {p: (lag[(TOPIC, p)].committed if (TOPIC, p) in lag else -1, ends[(TOPIC, p)]) for p in range(PARTITIONS)}
 
 
 def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[ProducerRecord], seconds: float) -> bool:

@@ -11,7 +11,7 @@ commit, so resetting under it would be a lie.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from rich.table import Table
@@ -163,7 +163,7 @@ def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[Topic
     _notes(desc)
     owners = desc.owners()
     partitions = sorted(set(owners) | set(committed))
-    ends = _log_ends(admin, partitions)
+    ends = admin.log_end_offsets(partitions)
     table = Table()
     for col in ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
                 "CLIENT-ID"):  # fmt: skip
@@ -214,15 +214,6 @@ def _state_view(descs: Iterable[GroupDescription]) -> None:
         table.add_row(desc.group_id, f"{desc.coordinator} ({desc.coordinator_id})", desc.protocol or "-",
                       desc.state, str(len(desc.members)))  # fmt: skip
     stdout.print(table)
-
-
-def _log_ends(admin: Admin, partitions: Sequence[TopicPart]) -> dict[TopicPart, int]:
-    """Log-end offsets of the partitions that still exist (a deleted topic's committed offsets remain)."""
-    existing = admin.list_topics()
-    live = [tp for tp in partitions if tp[0] in existing and tp[1] < existing[tp[0]].partition_count]
-    if not live:
-        return {}
-    return {tp: lo.offset for tp, lo in admin.list_offsets(dict.fromkeys(live, "latest")).items()}
 
 
 def _or_dash(v: int | None) -> str:

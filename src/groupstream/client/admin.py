@@ -119,6 +119,18 @@ class OffsetAndMetadata:
 
 
 @dataclass(frozen=True)
+class PartitionLag:
+    """A group's position in one partition: ``log_end`` None when the partition no longer exists."""
+
+    committed: int
+    log_end: int | None
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.log_end is None else max(self.log_end - self.committed, 0)
+
+
+@dataclass(frozen=True)
 class ListedGroup:
     """One row of ListGroups. ``state`` and ``group_type`` are None when the broker's version lacks them."""
 
@@ -611,6 +623,22 @@ class Admin:
         return GroupDescription(
             group, g.group_state, g.protocol_type, g.protocol_data, members, node_id, conn.address
         )
+
+    def log_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Log-end offsets of those ``partitions`` that exist (a deleted topic's committed offsets remain
+        in a group, so lag tools ask about partitions that are gone)."""
+        wanted = sorted(set(partitions))
+        existing = self.list_topics(include_internal=True)
+        live = [tp for tp in wanted if tp[0] in existing and tp[1] < existing[tp[0]].partition_count]
+        if not live:
+            return {}
+        return {tp: lo.offset for tp, lo in self.list_offsets(dict.fromkeys(live, "latest")).items()}
+
+    def consumer_lag(self, group: str) -> dict[tuple[str, int], PartitionLag]:
+        """Per partition the group has committed: the committed offset, the log end and the lag."""
+        committed = {tp: om.offset for tp, om in self.list_group_offsets(group).items()}
+        ends = self.log_end_offsets(committed)
+        return {tp: PartitionLag(offset, ends.get(tp)) for tp, offset in sorted(committed.items())}
 
     def list_group_offsets(
         self, group: str, partitions: Iterable[tuple[str, int]] | None = None
