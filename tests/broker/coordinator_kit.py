@@ -21,20 +21,13 @@ from groupstream.coordinator.request import ShardRequest
 from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken, ScheduleTimer
 from groupstream.protocol.group_records import OFFSET_COMMIT_KEY_TYPE, OffsetCommitKey, OffsetCommitValue
 from groupstream.protocol.messages import APIS, by_name
+from support.waiting import wait_until as wait_until  # re-exported: the broker tests' name for it
 
 T = TypeVar("T")
 
 N = 5  # offsets.topic.num.partitions of a LoopBroker unless a test sets it
 
 OFFSET_COMMIT, OFFSET_FETCH, HEARTBEAT, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 12, 15, 16, 42
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 class LoopBroker:

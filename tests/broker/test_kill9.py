@@ -24,7 +24,8 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.brokers import BrokerFactory, BrokerKind, BrokerProcess, api_versions_probe
-from support.compat import Acked, Consumed, check_read_equals_acked, poll_until, position
+from support.compat import Acked, Consumed, check_read_equals_acked, position
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours, pytest.mark.slow]
 
@@ -41,7 +42,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         return md is not None and md.error is None and len(md.partitions) == partitions
 
-    poll_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
+    wait_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
 
 
 class TrackingProducer:
@@ -197,7 +198,7 @@ def test_kill9_mid_produce_loses_no_acknowledged_record(ours: BrokerProcess) -> 
     producer_thread = threading.Thread(target=run, name="kill9-producer")
     producer_thread.start()
     try:
-        poll_until(lambda: len(tracker.acked) >= total // 3, 120, "a third of the records to be acknowledged")
+        wait_until(lambda: len(tracker.acked) >= total // 3, 120, "a third of the records to be acknowledged")
         acked_before_kill = len(tracker.acked)
         ours.kill9()
         assert not api_versions_probe(ours.host, ours.port, timeout=0.5), "broker still answers after kill -9"

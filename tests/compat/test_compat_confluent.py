@@ -19,11 +19,11 @@ from support.compat import (
     check_read_equals_acked,
     expects_true_high_watermark,
     make_records,
-    poll_until,
     position,
     scenarios,
     unique_topic,
 )
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -37,7 +37,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         return md is not None and md.error is None and len(md.partitions) == partitions
 
-    poll_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
+    wait_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
 
 
 def produce(bootstrap: str, topic: str, scenario: Scenario, records: list[tuple[bytes, bytes]]) -> list[Acked]:

@@ -19,10 +19,10 @@ from support.compat import (
     check_read_equals_acked,
     expects_true_high_watermark,
     make_records,
-    poll_until,
     scenarios,
     unique_topic,
 )
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             described = admin.describe_topics([topic])
             return bool(described) and len(described[0]["partitions"]) == partitions
 
-        poll_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
+        wait_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
     finally:
         admin.close()
 

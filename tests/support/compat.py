@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -200,12 +199,3 @@ def expects_true_high_watermark(kind: str) -> bool:
     return kind != "tansu"
 
 
-def poll_until(
-    condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05
-) -> None:
-    """Wait for ``condition`` with a deadline; raise AssertionError naming ``what`` when it never holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)

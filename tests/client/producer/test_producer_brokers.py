@@ -35,9 +35,9 @@ from support.compat import (
     check_read_equals_acked,
     expects_true_high_watermark,
     make_records,
-    poll_until,
     position,
 )
+from support.waiting import wait_until
 
 PARTITIONS = 6
 RECORDS_PER_CODEC = 100_000
@@ -60,7 +60,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         return md is not None and md.error is None and len(md.partitions) == partitions
 
-    poll_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
+    wait_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
 
 
 def consume(

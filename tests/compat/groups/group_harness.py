@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from groupstream.client.admin import Admin, NewTopic
+from support.waiting import wait_until as wait_for  # the group tests' name for it
 
 MEMBER_SCRIPT = Path(__file__).resolve().parent / "group_member.py"
 TopicPart = tuple[str, int]
@@ -40,15 +41,6 @@ TopicPart = tuple[str, int]
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
-    """Poll ``condition`` until it holds; AssertionError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

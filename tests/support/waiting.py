@@ -1,0 +1,17 @@
+"""The one way tests wait for something: poll a condition until a deadline, and fail naming what never
+happened. A fixed sleep standing in for a condition is what this replaces."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition",
+               interval_s: float = 0.01) -> None:  # fmt: skip
+    """Return once ``condition()`` is truthy; AssertionError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        time.sleep(interval_s)  # the poll interval, bounded by the deadline
