@@ -22,6 +22,7 @@ from spark_kit import fill, new_topic
 
 from groupstream.client.admin import Admin
 from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -37,11 +38,11 @@ def start_driver(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def wait_started(log: Path, before: int, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while log.read_text(errors="replace").count("query started") <= before:
+    def started() -> bool:
         assert proc.poll() is None, f"the driver exited early:\n{log.read_text(errors='replace')[-3000:]}"
-        assert time.monotonic() < deadline, "the driver did not start its query"
-        time.sleep(0.2)
+        return log.read_text(errors="replace").count("query started") > before
+
+    wait_until(started, timeout, "the driver to start its query", 0.2)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
