@@ -1,0 +1,98 @@
+"""Every row of the KIP-848 member state table: each valid move succeeds, each other move raises."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from groupstream.client.consumer.member_state import (
+    VALID_PREVIOUS_STATES,
+    InvalidMemberTransition,
+    MemberState,
+    MemberStateMachine,
+)
+
+S = MemberState
+
+# Written out by hand from Kafka's MemberState (STALE named UNJOINED, plus UNJOINED -> UNSUBSCRIBED), so a
+# change to the table in the module has to be made here too, on purpose.
+EXPECTED: set[tuple[MemberState, MemberState]] = {
+    (S.PREPARE_LEAVING, S.UNSUBSCRIBED),
+    (S.LEAVING, S.UNSUBSCRIBED),
+    (S.FENCED, S.UNSUBSCRIBED),
+    (S.UNJOINED, S.UNSUBSCRIBED),
+    (S.FENCED, S.JOINING),
+    (S.UNSUBSCRIBED, S.JOINING),
+    (S.UNJOINED, S.JOINING),
+    (S.STABLE, S.RECONCILING),
+    (S.JOINING, S.RECONCILING),
+    (S.ACKNOWLEDGING, S.RECONCILING),
+    (S.RECONCILING, S.RECONCILING),
+    (S.RECONCILING, S.ACKNOWLEDGING),
+    (S.JOINING, S.STABLE),
+    (S.ACKNOWLEDGING, S.STABLE),
+    (S.RECONCILING, S.STABLE),
+    *(
+        (s, S.FENCED)
+        for s in (S.JOINING, S.STABLE, S.RECONCILING, S.ACKNOWLEDGING, S.PREPARE_LEAVING, S.LEAVING)
+    ),
+    *((s, S.PREPARE_LEAVING) for s in (S.JOINING, S.STABLE, S.RECONCILING, S.ACKNOWLEDGING, S.UNSUBSCRIBED)),
+    (S.PREPARE_LEAVING, S.LEAVING),
+    (S.LEAVING, S.UNJOINED),
+    *(
+        (s, S.FATAL)
+        for s in (
+            S.JOINING,
+            S.STABLE,
+            S.RECONCILING,
+            S.ACKNOWLEDGING,
+            S.PREPARE_LEAVING,
+            S.LEAVING,
+            S.UNSUBSCRIBED,
+        )
+    ),
+}
+
+ALL_PAIRS = list(itertools.product(MemberState, MemberState))
+
+
+def test_table_is_exactly_the_expected_one() -> None:
+    table = {(prev, nxt) for nxt, prevs in VALID_PREVIOUS_STATES.items() for prev in prevs}
+    assert table == EXPECTED
+    assert set(VALID_PREVIOUS_STATES) == set(MemberState)
+
+
+def test_initial_state_is_unsubscribed() -> None:
+    assert MemberStateMachine().state is S.UNSUBSCRIBED
+
+
+@pytest.mark.parametrize(("current", "target"), sorted(EXPECTED, key=lambda p: (p[0].name, p[1].name)))
+def test_valid_transition(current: MemberState, target: MemberState) -> None:
+    m = MemberStateMachine(current)
+    assert m.can_transition_to(target)
+    assert m.transition_to(target) is current
+    assert m.state is target
+
+
+@pytest.mark.parametrize(
+    ("current", "target"),
+    sorted((p for p in ALL_PAIRS if p not in EXPECTED), key=lambda p: (p[0].name, p[1].name)),
+)
+def test_invalid_transition(current: MemberState, target: MemberState) -> None:
+    m = MemberStateMachine(current)
+    assert not m.can_transition_to(target)
+    with pytest.raises(InvalidMemberTransition) as info:
+        m.transition_to(target)
+    assert m.state is current
+    assert info.value.current is current and info.value.target is target
+    assert f"{current.name} -> {target.name}" in str(info.value)
+
+
+def test_fatal_and_unjoined_are_sticky_except_for_their_exits() -> None:
+    # FATAL has no way out; UNJOINED leaves only to rejoin or unsubscribe
+    assert not any(S.FATAL in prevs for prevs in VALID_PREVIOUS_STATES.values())
+    assert {nxt for nxt, prevs in VALID_PREVIOUS_STATES.items() if S.UNJOINED in prevs} == {
+        S.JOINING,
+        S.UNSUBSCRIBED,
+    }
