@@ -19,6 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import kafka.coordinator.assignors.range as kp_range
+import kafka.coordinator.assignors.roundrobin as kp_roundrobin
+import kafka.coordinator.assignors.sticky.sticky_assignor as kp_sticky
+import kafka.protocol.consumer.metadata as kp_metadata
+import kafka.structs as kp_structs
 import pytest
 from assignor_checks import TOPICS, clusters, tps
 from hypothesis import given
@@ -34,13 +39,6 @@ from groupstream.assignment import (
 )
 from groupstream.assignment.ordering import sorted_members
 from groupstream.assignment.user_data import StickyUserData, decode_sticky_user_data, encode_sticky_user_data
-
-kp_range = pytest.importorskip("kafka.coordinator.assignors.range")
-kp_roundrobin = pytest.importorskip("kafka.coordinator.assignors.roundrobin")
-kp_sticky = pytest.importorskip("kafka.coordinator.assignors.sticky.sticky_assignor")
-kp_user_data = pytest.importorskip("kafka.coordinator.assignors.sticky.user_data")
-kp_metadata = pytest.importorskip("kafka.protocol.consumer.metadata")
-kp_structs = pytest.importorskip("kafka.structs")
 
 pytestmark = pytest.mark.compat
 

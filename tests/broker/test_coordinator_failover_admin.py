@@ -4,7 +4,6 @@ dropped when their topic is deleted."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,11 @@ from test_coordinator_groups import (
     TOPIC,
     committed_by,
     committed_total,
+    consume_and_commit,
+    consume_until,
     consumer,
     make_topic_with_records,
     offsets_records,
-    poll_into,
     produce,
 )
 
@@ -46,10 +46,7 @@ def test_leader_election_moves_the_coordinator_and_a_live_group_rides_it_out(
         make_topic_with_records(bs, 100)
         c = consumer(bs, "failover")
         seen: set[tuple[int, int]] = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < 100:
-            poll_into(c, seen)
-            assert time.monotonic() < deadline
+        consume_until(c, seen, 100)
         c.commit(asynchronous=False)
         p = lb.runtime.partition_for("failover")
         before = lb.runtime.shard(p)
@@ -62,16 +59,8 @@ def test_leader_election_moves_the_coordinator_and_a_live_group_rides_it_out(
         assert lb.runtime.shard(p) is not before  # a fresh shard, loaded from the log
         assert sum(committed_by(lb, "failover").values()) == 100
         produce(bs, 40, first=100)
-        deadline = time.monotonic() + 60
-        while True:  # the consumer finds its coordinator again; its heartbeats and commits land
-            poll_into(c, seen)
-            if len(seen) == 140:
-                try:
-                    c.commit(asynchronous=False)
-                    break
-                except Exception:  # NOT_COORDINATOR while it looks the coordinator up again
-                    pass
-            assert time.monotonic() < deadline, len(seen)
+        consume_and_commit(c, seen, 140)  # the consumer finds its coordinator again; its commits land
+        assert len(seen) == 140
         c.close()
         wait_until(lambda: sum(committed_total(bs, "failover").values()) == 140, what="the commits after failover")
     finally:

@@ -76,6 +76,29 @@ def poll_into(c: Consumer, seen: set[tuple[int, int]], timeout: float = 0.2) -> 
         seen.add((m.partition(), m.offset()))
 
 
+def consume_until(c: Consumer, seen: set[tuple[int, int]], n: int, timeout: float = 60) -> None:
+    """Poll until ``n`` distinct records were seen."""
+    deadline = time.monotonic() + timeout
+    while len(seen) < n:
+        poll_into(c, seen)
+        assert time.monotonic() < deadline, len(seen)
+
+
+def consume_and_commit(c: Consumer, seen: set[tuple[int, int]], n: int, timeout: float = 60) -> None:
+    """Poll until ``n`` records were seen and a synchronous commit succeeds: after a coordinator move the
+    consumer must find the coordinator again before its commits land (NOT_COORDINATOR meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        poll_into(c, seen)
+        if len(seen) >= n:
+            try:
+                c.commit(asynchronous=False)
+                return
+            except KafkaException:
+                pass
+        assert time.monotonic() < deadline, len(seen)
+
+
 def committed_total(bootstrap: str, group: str) -> dict[int, int]:
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
@@ -208,10 +231,7 @@ def test_a_consumer_rides_out_a_coordinator_unload_and_reload(tmp_path: Path) ->
         make_topic_with_records(bs, 100)
         c = consumer(bs, "failover")
         seen: set[tuple[int, int]] = set()
-        deadline = time.monotonic() + 60
-        while len(seen) < 100:
-            poll_into(c, seen)
-            assert time.monotonic() < deadline
+        consume_until(c, seen, 100)
         c.commit(asynchronous=False)
         p = lb.runtime.partition_for("failover")
         assert sum(committed_by(lb, "failover").values()) == 100
@@ -231,16 +251,8 @@ def test_a_consumer_rides_out_a_coordinator_unload_and_reload(tmp_path: Path) ->
         assert lb.call(lambda: plog.log_end_offset) == written
         lb.run(_reload(lb, p))
         assert lb.runtime.status(p) is ShardStatus.ACTIVE
-        deadline = time.monotonic() + 60
-        while True:  # the consumer finds the coordinator again and its commits land
-            poll_into(c, seen)
-            if len(seen) == 140:
-                try:
-                    c.commit(asynchronous=False)
-                    break
-                except KafkaException:
-                    pass
-            assert time.monotonic() < deadline, len(seen)
+        consume_and_commit(c, seen, 140)  # the consumer finds the coordinator again and its commits land
+        assert len(seen) == 140
         c.close()
         wait_until(lambda: sum(committed_total(bs, "failover").values()) == 140, what="the commits after reload")
     finally:

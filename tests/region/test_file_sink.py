@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from groupstream.region.file_sink import CheckpointedParquetSink
-
-pq = pytest.importorskip("pyarrow.parquet")
 
 
 def table_rows(root: Path) -> list[int]:

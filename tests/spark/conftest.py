@@ -15,8 +15,6 @@ import pytest
 
 from support.brokers import BrokerKind, BrokerProcess
 
-pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:

@@ -109,6 +109,7 @@ def _resolve(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartit
 ]:
     """Turn startingOffsets / endingOffsets into concrete offsets for ``tps``."""
     spec = options.starting if which == "starting" else options.ending
+    wanted = set(tps)
     if spec.kind == "earliest":
         return cluster.earliest(tps)
     if spec.kind == "latest":
@@ -117,14 +118,14 @@ def _resolve(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartit
         assert spec.timestamp is not None
         return cluster.by_timestamp(dict.fromkeys(tps, spec.timestamp), options.timestamp_strategy)
     if spec.kind == "timestamps":
-        named = {tp: ts for tp, ts in spec.offsets.items() if tp in set(tps)}
+        named = {tp: ts for tp, ts in spec.offsets.items() if tp in wanted}
         return cluster.by_timestamp(named, options.timestamp_strategy) | _default(cluster, options, tps, named)
     if spec.kind == "group":
         assert options.group_id is not None
         committed = cluster.committed(options.group_id, tps)
         return committed | _default(cluster, options, tps, committed)
     # explicit offsets: -2 earliest, -1 latest; partitions the JSON leaves out follow the query's default
-    explicit = {tp: o for tp, o in spec.offsets.items() if tp in set(tps)}
+    explicit = {tp: o for tp, o in spec.offsets.items() if tp in wanted}
     out = {tp: o for tp, o in explicit.items() if o >= 0}
     out |= cluster.earliest([tp for tp, o in explicit.items() if o == EARLIEST])
     out |= cluster.latest([tp for tp, o in explicit.items() if o == LATEST])

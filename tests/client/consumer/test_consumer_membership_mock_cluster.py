@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import confluent_kafka as ck
 import pytest
 
 from groupstream.assignment.types import TopicPartition
@@ -30,7 +31,6 @@ from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRe
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 
-ck = pytest.importorskip("confluent_kafka")
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
 FIND_COORDINATOR = by_name("FindCoordinator")
