@@ -274,7 +274,7 @@ def _check(w: World) -> None:
         assert (group.state is GroupState.EMPTY) == (
             not group.members
         ) or group.state is GroupState.PREPARING_REBALANCE
-        parked.update(group.parked_tokens())
+    parked.update(shard.parked_tokens())
     # 3. No request is lost: what the shard holds is exactly what the runtime still waits on.
     assert parked == {t for t in h.sent if t not in h.answers}
     # 4. The shard's deadlines are the runtime's timers.

@@ -112,6 +112,12 @@ class ClassicMember:
     awaiting_join: Parked | None = None
     awaiting_sync: Parked | None = None
     is_new: bool = False
+    last_seen_ms: int | None = None
+    """When this member id last made a valid JoinGroup, SyncGroup or Heartbeat: whether its process is alive
+    (see ``static_membership``)."""
+    last_heartbeat_ms: int | None = None
+    heartbeat_gap_ms: int | None = None
+    """The time between its last two consecutive heartbeats: the client's heartbeat interval, as observed."""
 
     def metadata(self, protocol_name: str | None) -> bytes | None:
         for p in self.protocols:
@@ -130,6 +136,13 @@ class ClassicMember:
             if p.name in allowed:
                 return p.name
         raise ValueError(f"member {self.member_id} supports none of {sorted(allowed)}")
+
+    def seen(self, now_ms: int, heartbeat: bool) -> None:
+        if heartbeat and self.last_heartbeat_ms is not None:
+            self.heartbeat_gap_ms = now_ms - self.last_heartbeat_ms
+        # A join or sync breaks the heartbeat rhythm (clients stop heartbeating while they rebalance).
+        self.last_heartbeat_ms = now_ms if heartbeat else None
+        self.last_seen_ms = now_ms
 
     def has_satisfied_heartbeat(self) -> bool:
         """A parked JoinGroup or SyncGroup counts as a heartbeat, except for a new member: it must complete
@@ -239,7 +252,15 @@ class ClassicGroup:
     def replace_member_id(self, old_id: str, new_id: str) -> ClassicMember:
         """A static member rejoined under a new id: same member, same place in the group."""
         old = self.members[old_id]
-        renamed = replace(old, member_id=new_id, awaiting_join=None, awaiting_sync=None)
+        renamed = replace(
+            old,
+            member_id=new_id,
+            awaiting_join=None,
+            awaiting_sync=None,
+            last_seen_ms=None,
+            last_heartbeat_ms=None,
+            heartbeat_gap_ms=None,
+        )
         self.members = {
             (new_id if mid == old_id else mid): (renamed if mid == old_id else m)
             for mid, m in self.members.items()
@@ -435,6 +456,10 @@ class ClassicGroup:
                 member.awaiting_join = live.awaiting_join
                 member.awaiting_sync = live.awaiting_sync
                 member.is_new = live.is_new
+                if live.member_id == m.member_id:  # not a static member renamed for a new process
+                    member.last_seen_ms = live.last_seen_ms
+                    member.last_heartbeat_ms = live.last_heartbeat_ms
+                    member.heartbeat_gap_ms = live.heartbeat_gap_ms
             members[m.member_id] = member
         self.members = members
         self.static_members = {

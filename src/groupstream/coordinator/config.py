@@ -28,6 +28,9 @@ class GroupCoordinatorConfig:
     offsets_retention_ms: int = 10_080 * _MINUTE_MS
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
+    # Ours: how long a static member may stay silent, while no heartbeat interval of it has been observed,
+    # before a new process with its group.instance.id may take its place (0: at once, as Kafka does).
+    static_member_liveness_ms: int = 4_500
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -46,6 +49,8 @@ class GroupCoordinatorConfig:
             raise ValueError("offsets.retention.check.interval.ms must be at least 1")
         if self.offset_metadata_max_bytes < 0:
             raise ValueError("offset.metadata.max.bytes must not be negative")
+        if self.static_member_liveness_ms < 0:
+            raise ValueError("group.classic.static.member.liveness.ms must not be negative")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str | int]) -> GroupCoordinatorConfig:
@@ -70,5 +75,6 @@ PROPERTY_NAMES: dict[str, tuple[str, int]] = {
     "offsets.retention.minutes": ("offsets_retention_ms", _MINUTE_MS),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 1),
+    "group.classic.static.member.liveness.ms": ("static_member_liveness_ms", 1),
 }
 """Kafka property name -> (attribute, multiplier to milliseconds)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from groupstream.coordinator.classic_group import ClassicGroup
 from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.join_request import JoinRequest
 from groupstream.coordinator.offsets import OffsetStore
 from groupstream.coordinator.result import (
     CancelTimer,
@@ -35,6 +36,9 @@ class ShardContext:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.deadlines: dict[str, int] = {}
+        self.pending_takeovers: dict[tuple[str, str], JoinRequest] = {}
+        """(group id, instance id) -> a newcomer's parked JoinGroup, waiting to learn whether the static
+        member it would replace is still alive (session state; see ``static_membership``)."""
 
     def forget_if_phantom(self, group: ClassicGroup) -> None:
         """Drop a group that exists only because a first JoinGroup created it and then failed or left:

@@ -20,7 +20,6 @@ answered REBALANCE_IN_PROGRESS, so the runtime never holds a request nobody will
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
 
 from groupstream.coordinator.classic_group import (
@@ -29,9 +28,9 @@ from groupstream.coordinator.classic_group import (
     GroupState,
     InitialDelay,
     Parked,
-    Protocol,
 )
 from groupstream.coordinator.context import Op
+from groupstream.coordinator.join_request import JoinRequest, join_request
 from groupstream.coordinator.records import group_metadata_record
 from groupstream.coordinator.request import ShardRequest
 from groupstream.coordinator.responses import (
@@ -42,6 +41,7 @@ from groupstream.coordinator.responses import (
     join_response,
     sync_response,
 )
+from groupstream.coordinator.static_membership import StaticMembership
 from groupstream.coordinator.timers import heartbeat_key, join_key, sync_key
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.group_records import GroupMetadataValue
@@ -52,48 +52,14 @@ _S = GroupState
 E = ErrorCode
 
 
-@dataclass(frozen=True, slots=True)
-class _Join:
-    """A JoinGroup request's fields, normalised across versions."""
-
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[Protocol, ...]
-    parked: Parked
-
-    @property
-    def version(self) -> int:
-        return self.parked.version
-
-
-def _join_params(req: ShardRequest) -> _Join:
-    body = req.body
-    session = int(body.session_timeout_ms)
-    rebalance = int(body.rebalance_timeout_ms)
-    return _Join(
-        member_id=str(body.member_id),
-        instance_id=body.group_instance_id,
-        client_id=req.client_id,
-        client_host=req.client_host,
-        session_timeout_ms=session,
-        # v0 has no rebalance timeout: Kafka uses the session timeout.
-        rebalance_timeout_ms=session if req.version < 1 or rebalance < 0 else rebalance,
-        protocol_type=str(body.protocol_type),
-        protocols=tuple(Protocol(str(p.name), bytes(p.metadata)) for p in body.protocols),
-        parked=Parked(req.token, req.version),
-    )
-
-
 class ClassicMembership:
+    def __init__(self) -> None:
+        self._static = StaticMembership(self._prepare_rebalance, self._maybe_complete_join_phase)
+
     # --- JoinGroup -----------------------------------------------------------------------------------------
 
     def join(self, op: Op, req: ShardRequest) -> None:
-        p = _join_params(req)
+        p = join_request(req)
         group_id = str(req.body.group_id)
         cfg = op.ctx.config
         if not group_id:
@@ -133,21 +99,31 @@ class ClassicMembership:
             ) or group.awaiting_join_count() < limit
         return member_id in group.members or len(group.members) < limit
 
-    def _join_new_member(self, op: Op, group: ClassicGroup, p: _Join) -> None:
+    def _join_new_member(
+        self, op: Op, group: ClassicGroup, p: JoinRequest, check_liveness: bool = True
+    ) -> None:
         if group.state is _S.DEAD:
             op.respond(p.parked.token, join_error(p.version, E.COORDINATOR_NOT_AVAILABLE))
             return
         if not group.supports_protocols(p.protocol_type, (x.name for x in p.protocols)):
             op.respond(p.parked.token, join_error(p.version, E.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = op.ctx.new_member_id(p.instance_id if p.instance_id is not None else p.client_id)
         if p.instance_id is not None:
             existing = group.static_members.get(p.instance_id)
+            if (
+                existing is not None
+                and check_liveness
+                and self._static.defer_takeover(op, group, p, existing)
+            ):
+                return
+            new_id = op.ctx.new_member_id(p.instance_id)
             if existing is not None:
-                self._replace_static_member(op, group, p, existing, new_id)
+                self._static.replace(op, group, p, existing, new_id)
             else:
                 self._add_member(op, group, p, new_id)
-        elif p.version >= 4:
+            return
+        new_id = op.ctx.new_member_id(p.client_id)
+        if p.version >= 4:
             # The member must come back with this id, so that a client retrying a timed-out first join does not
             # leave a trail of members nobody will ever hear from again.
             group.pending_join_members.add(new_id)
@@ -156,7 +132,7 @@ class ClassicMembership:
         else:
             self._add_member(op, group, p, new_id)
 
-    def _join_existing_member(self, op: Op, group: ClassicGroup, p: _Join) -> None:
+    def _join_existing_member(self, op: Op, group: ClassicGroup, p: JoinRequest) -> None:
         token = p.parked.token
         if group.state is _S.DEAD:
             op.respond(token, join_error(p.version, E.COORDINATOR_NOT_AVAILABLE, p.member_id))
@@ -175,6 +151,7 @@ class ClassicMembership:
         if error is not None:
             op.respond(token, join_error(p.version, error, p.member_id))
             return
+        self._static.member_alive(op, group, p.member_id, heartbeat=False)
         member = group.members[p.member_id]
         if group.state is _S.PREPARING_REBALANCE:
             self._update_member(op, group, member, p)
@@ -217,7 +194,7 @@ class ClassicMembership:
             for m in group.members.values()
         ]
 
-    def _add_member(self, op: Op, group: ClassicGroup, p: _Join, member_id: str) -> None:
+    def _add_member(self, op: Op, group: ClassicGroup, p: JoinRequest, member_id: str) -> None:
         member = ClassicMember(
             member_id=member_id,
             group_instance_id=p.instance_id,
@@ -236,7 +213,7 @@ class ClassicMembership:
         op.schedule(heartbeat_key(group.group_id, member_id), op.ctx.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance_or_complete_join(op, group)
 
-    def _update_member(self, op: Op, group: ClassicGroup, member: ClassicMember, p: _Join) -> None:
+    def _update_member(self, op: Op, group: ClassicGroup, member: ClassicMember, p: JoinRequest) -> None:
         if member.awaiting_join is not None and member.awaiting_join.token != p.parked.token:
             op.respond(
                 member.awaiting_join.token,
@@ -247,110 +224,6 @@ class ClassicMembership:
         member.session_timeout_ms = p.session_timeout_ms
         member.awaiting_join = p.parked
         self._maybe_prepare_rebalance_or_complete_join(op, group)
-
-    def _replace_static_member(self, op: Op, group: ClassicGroup, p: _Join, old_id: str, new_id: str) -> None:
-        """A known instance id joined without a member id: the new process takes the old one's place."""
-        old = group.members[old_id]
-        leader_before = group.leader_id
-        self._fence(op, old)
-        op.cancel(heartbeat_key(group.group_id, old_id))
-        if group.state is _S.STABLE and self._replacement_keeps_assignment(group, old, p):
-            old.protocols = p.protocols  # session only: the chosen protocol's metadata is unchanged
-            was_leader = group.is_leader(old_id)
-            value = self._view_with_replacement(group, old, new_id, p)
-            op.write(group_metadata_record(group.group_id, value))
-            op.schedule(heartbeat_key(group.group_id, new_id), p.session_timeout_ms)
-            if p.version >= 9:
-                # The leader is told it leads but must not compute a new assignment (KIP-814).
-                members = (
-                    [(m.member_id, m.group_instance_id, m.subscription) for m in value.members]
-                    if was_leader
-                    else []
-                )
-                op.respond(
-                    p.parked.token,
-                    join_response(
-                        p.version,
-                        member_id=new_id,
-                        generation=group.generation,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader=value.leader or "",
-                        members=members,
-                        skip_assignment=was_leader,
-                    ),
-                )
-            else:
-                # Older clients are told the old id leads, so a returning leader acts as a follower and simply
-                # syncs to get its assignment back instead of reassigning the whole group.
-                op.respond(
-                    p.parked.token,
-                    join_response(
-                        p.version,
-                        member_id=new_id,
-                        generation=group.generation,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader=leader_before or "",
-                    ),
-                )
-            return
-        member = group.replace_member_id(old_id, new_id)
-        member.protocols = p.protocols
-        member.rebalance_timeout_ms = p.rebalance_timeout_ms
-        member.session_timeout_ms = p.session_timeout_ms
-        member.awaiting_join = p.parked
-        op.schedule(heartbeat_key(group.group_id, new_id), member.session_timeout_ms)
-        if group.state in (_S.STABLE, _S.COMPLETING_REBALANCE):
-            # In CompletingRebalance the leader may already be assigning to the old id: start over.
-            self._prepare_rebalance(op, group)
-        else:
-            self._maybe_complete_join_phase(op, group)
-
-    @staticmethod
-    def _replacement_keeps_assignment(group: ClassicGroup, old: ClassicMember, p: _Join) -> bool:
-        """No rebalance when the group would choose the same protocol and the member's metadata for it is the
-        same. (Kafka checks only the protocol; the metadata check also rebalances a static member that comes
-        back with another subscription, which its old assignment may not cover.)"""
-        name = group.protocol_name
-        if name is None or group.select_protocol({old.member_id: p.protocols}) != name:
-            return False
-        new_metadata = next((x.metadata for x in p.protocols if x.name == name), None)
-        return new_metadata is not None and new_metadata == old.metadata(name)
-
-    @staticmethod
-    def _view_with_replacement(
-        group: ClassicGroup, old: ClassicMember, new_id: str, p: _Join
-    ) -> GroupMetadataValue:
-        view = group.durable_view()
-        members = tuple(
-            m
-            if m.member_id != old.member_id
-            else replace(
-                m,
-                member_id=new_id,
-                session_timeout=p.session_timeout_ms,
-                rebalance_timeout=p.rebalance_timeout_ms,
-            )
-            for m in view.members
-        )
-        leader = new_id if group.is_leader(old.member_id) else view.leader
-        return GroupMetadataValue(
-            view.protocol_type, view.generation, view.protocol, leader, view.current_state_timestamp, members
-        )
-
-    @staticmethod
-    def _fence(op: Op, member: ClassicMember) -> None:
-        """Answer whatever the replaced member id still has parked: that process is now the duplicate."""
-        if member.awaiting_join is not None:
-            v = member.awaiting_join.version
-            op.respond(member.awaiting_join.token, join_error(v, E.FENCED_INSTANCE_ID, member.member_id))
-            member.awaiting_join = None
-        if member.awaiting_sync is not None:
-            op.respond(
-                member.awaiting_sync.token, sync_response(member.awaiting_sync.version, E.FENCED_INSTANCE_ID)
-            )
-            member.awaiting_sync = None
 
     # --- the rebalance -----------------------------------------------------------------------------------------
 
@@ -482,6 +355,7 @@ class ClassicMembership:
         if error is not None:
             op.respond(req.token, sync_response(v, error))
             return
+        self._static.member_alive(op, group, member_id, heartbeat=False)
         if group.state is _S.PREPARING_REBALANCE:
             op.respond(req.token, sync_response(v, E.REBALANCE_IN_PROGRESS))
             return
@@ -575,6 +449,8 @@ class ClassicMembership:
             op.respond(req.token, heartbeat_response(E.COORDINATOR_NOT_AVAILABLE))
             return
         error = group.validate_member(member_id, body.group_instance_id)
+        if error is None:
+            self._static.member_alive(op, group, member_id, heartbeat=True)
         if error is None and body.generation_id != group.generation:
             error = E.ILLEGAL_GENERATION
         if error is None and group.state is _S.EMPTY:
@@ -675,6 +551,18 @@ class ClassicMembership:
             self._maybe_prepare_rebalance_or_complete_join(op, group)
         elif group.state is _S.PREPARING_REBALANCE and group.has_all_members_joined():
             self._complete_join(op, group)
+        op.ctx.forget_if_phantom(group)
+
+    def on_takeover_timer(self, op: Op, group_id: str, instance_id: str) -> None:
+        """The static member a newcomer claims to replace stayed silent: its process is gone, let the
+        newcomer in (the group may have changed, or gone, meanwhile: the join is decided afresh)."""
+        p = op.ctx.pending_takeovers.pop((group_id, instance_id), None)
+        if p is None:
+            return
+        group = op.ctx.groups.get(group_id)
+        if group is None:
+            group = op.ctx.groups[group_id] = ClassicGroup(group_id, op.now_ms)
+        self._join_new_member(op, group, p, check_liveness=False)
         op.ctx.forget_if_phantom(group)
 
     def on_join_timer(self, op: Op, group_id: str) -> None:

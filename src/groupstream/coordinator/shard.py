@@ -170,6 +170,8 @@ class GroupCoordinatorShard:
             self._membership.on_join_timer(op, parsed.group_id)
         elif parsed.kind is TimerKind.SYNC:
             self._membership.on_sync_timer(op, parsed.group_id)
+        elif parsed.kind is TimerKind.TAKEOVER:
+            self._membership.on_takeover_timer(op, parsed.group_id, parsed.member_id)
         else:
             self._offsets.expire(op)
             op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
@@ -183,6 +185,8 @@ class GroupCoordinatorShard:
             group = self._ctx.groups[group_id]
             for member in group.members.values():
                 op.schedule(heartbeat_key(group_id, member.member_id), member.session_timeout_ms)
+                # Unknown liveness counts as alive now: a running process reconnects within its interval.
+                member.last_seen_ms = now_ms
             self._membership.rebalance_oversized(op, group)
         op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
         return op.result
@@ -202,19 +206,24 @@ class GroupCoordinatorShard:
     def unload(self) -> list[RequestToken]:
         """Give up the partition: every parked request is returned for the runtime to answer NOT_COORDINATOR,
         and the shard forgets everything (a new shard loads from the log)."""
-        tokens: list[RequestToken] = []
-        for group_id in sorted(self._ctx.groups):
-            group = self._ctx.groups[group_id]
-            tokens.extend(group.parked_tokens())
+        tokens = self.parked_tokens()
+        for group in self._ctx.groups.values():
             for member in group.members.values():
                 member.awaiting_join = None
                 member.awaiting_sync = None
             group.transition_to(GroupState.DEAD, group.state_timestamp)
+        self._ctx.pending_takeovers.clear()
         self._ctx.groups.clear()
         self._ctx.deadlines.clear()
         return tokens
 
     # --- inspection (tests, admin tooling) -------------------------------------------------------------
+
+    def parked_tokens(self) -> list[RequestToken]:
+        """Every request the shard holds unanswered."""
+        tokens = [t for gid in sorted(self._ctx.groups) for t in self._ctx.groups[gid].parked_tokens()]
+        tokens.extend(p.parked.token for p in self._ctx.pending_takeovers.values())
+        return tokens
 
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._ctx.groups.get(group_id)

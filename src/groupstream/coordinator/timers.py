@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["RETENTION_KEY", "TimerKey", "TimerKind", "heartbeat_key", "join_key", "parse_key", "sync_key"]
+__all__ = [
+    "RETENTION_KEY",
+    "TimerKey",
+    "TimerKind",
+    "heartbeat_key",
+    "join_key",
+    "parse_key",
+    "sync_key",
+    "takeover_key",
+]
 
 
 class TimerKind(Enum):
@@ -19,6 +28,9 @@ class TimerKind(Enum):
     """A group's rebalance timeout, or a step of its initial rebalance delay."""
     SYNC = "sync"
     """How long a group waits for every member's SyncGroup after the join phase."""
+    TAKEOVER = "takeover"
+    """When a newcomer may take a static member's instance id if that member stays silent; ``member_id`` of
+    its key is the instance id."""
     RETENTION = "offsets-retention"
     """The shard-wide periodic offsets expiry check."""
 
@@ -39,6 +51,10 @@ def _group_key(kind: TimerKind, group_id: str) -> str:
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
     return f"{_group_key(TimerKind.HEARTBEAT, group_id)}:{member_id}"
+
+
+def takeover_key(group_id: str, instance_id: str) -> str:
+    return f"{_group_key(TimerKind.TAKEOVER, group_id)}:{instance_id}"
 
 
 def join_key(group_id: str) -> str:
@@ -65,7 +81,7 @@ def parse_key(key: str) -> TimerKey | None:
     if len(rest) < length:
         return None
     group_id, tail = rest[:length], rest[length:]
-    if kind is TimerKind.HEARTBEAT:
+    if kind in (TimerKind.HEARTBEAT, TimerKind.TAKEOVER):
         if not tail.startswith(":"):
             return None
         return TimerKey(kind, group_id, tail[1:])

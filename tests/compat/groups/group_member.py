@@ -190,8 +190,11 @@ def run_confluent(cfg: dict[str, Any], cmds: Commands) -> None:
         msgs = consumer.consume(num_messages=int(cfg.get("max_records", 50)), timeout=0.1)
         recs = []
         for m in msgs:
-            if m.error() is not None:
-                emit("error", err=m.error().name(), msg=m.error().str(), fatal=bool(m.error().fatal()))
+            err = m.error()
+            if err is not None:
+                emit("error", err=err.name(), msg=err.str(), fatal=is_fatal(err))
+                if is_fatal(err):
+                    fatal.append(err.name())
                 continue
             recs.append([m.topic(), m.partition(), m.offset()])
         st.processed_batch(recs)
