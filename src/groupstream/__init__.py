@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Admin", "Producer"]
+__all__ = ["Admin", "Consumer", "Producer"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,6 +14,10 @@ def __getattr__(name: str) -> Any:
         from groupstream.client.producer import Producer
 
         return Producer
+    if name == "Consumer":
+        from groupstream.client.consumer.consumer import Consumer
+
+        return Consumer
     if name == "Admin":
         from groupstream.client.admin import Admin
 

@@ -97,6 +97,12 @@ class MetadataCache:
     def brokers(self) -> dict[int, BrokerInfo]:
         return self._brokers
 
+    def add_broker(self, node_id: int, host: str, port: int) -> None:
+        """A broker learnt outside Metadata (a FindCoordinator answer), reachable until the next refresh
+        lists the brokers again."""
+        if node_id not in self._brokers:
+            self._brokers[node_id] = BrokerInfo(node_id, host, port, None)
+
     def broker(self, node_id: int) -> BrokerInfo | None:
         return self._brokers.get(node_id)
 

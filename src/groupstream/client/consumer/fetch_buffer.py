@@ -1,0 +1,282 @@
+"""The one structure the application thread and the network thread share (seed 002's fetch buffer).
+
+It holds, per assigned partition, the records fetched and not yet returned, the position (the offset of the
+next record ``poll`` returns), the fetch position (where the next fetch starts: the position plus what is
+buffered), and whether the application paused it. The network thread fills it and changes the assignment; the
+application thread drains it in ``poll`` and moves positions (``seek``). Everything is under one lock, and
+the rules that keep records from being returned wrongly live here, in one place:
+
+- a fetch is kept only if it starts exactly at the partition's fetch position when it arrives, so a fetch sent
+  before a ``seek``, a reset or a reassignment is dropped;
+- records of a partition no longer assigned are gone with it (revoked or lost partitions are removed before
+  their rebalance callback runs), and records of a paused partition stay buffered but are not returned until it
+  is resumed (KIP-822: a partition that stays assigned across a rebalance keeps its pause and its buffer);
+- ``poll`` returns the records of one partition in offset order and moves its position past them.
+
+Application-thread tasks (rebalance callbacks, commit callbacks) and errors for the application are queued
+here too, so a ``poll`` that waits for records wakes for them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from groupstream.assignment.types import TopicPartition
+from groupstream.client.consumer.records import ConsumerRecord
+
+__all__ = ["AppTask", "CompletedFetch", "FetchBuffer"]
+
+AppTask = Callable[[], None]
+
+
+@dataclass(slots=True)
+class CompletedFetch:
+    """One partition's share of a Fetch response: its records from ``fetch_offset`` on."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    records: list[ConsumerRecord]
+    next_offset: int
+    index: int = 0
+
+
+@dataclass(slots=True)
+class _Partition:
+    position: int | None = None
+    fetch_position: int | None = None
+    paused: bool = False
+    in_flight: bool = False
+    fetches: deque[CompletedFetch] = field(default_factory=deque)
+
+    def buffered(self) -> int:
+        return sum(len(f.records) - f.index for f in self.fetches)
+
+
+class FetchBuffer:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._parts: dict[TopicPartition, _Partition] = {}
+        self._tasks: deque[AppTask] = deque()
+        self._errors: deque[BaseException] = deque()
+        self._woken = False
+        self._rotation = 0
+
+    # --- assignment (network thread) ---------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Own exactly ``partitions``: those that stay keep position, buffer and pause; new ones start with no
+        position; the rest are dropped with their buffered records."""
+        wanted = set(partitions)
+        with self._cond:
+            self._parts = {tp: self._parts.get(tp) or _Partition() for tp in sorted(wanted)}
+
+    def remove(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Drop ``partitions`` (revoked or lost); returns their positions, what a revocation commits."""
+        out: dict[TopicPartition, int] = {}
+        with self._cond:
+            for tp in partitions:
+                part = self._parts.pop(tp, None)
+                if part is not None and part.position is not None:
+                    out[tp] = part.position
+        return out
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        with self._cond:
+            return frozenset(self._parts)
+
+    # --- positions -------------------------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int, expected: int | None = None, only_unset: bool = False) -> bool:
+        """Move ``tp`` to ``offset`` and drop its buffered records. With ``only_unset`` only a partition with
+        no position yet moves; with ``expected`` only one whose fetch position is still that (an offset reset
+        that a ``seek`` overtook must not undo it). Returns whether it moved."""
+        with self._cond:
+            part = self._parts.get(tp)
+            if part is None or (only_unset and part.position is not None):
+                return False
+            if expected is not None and part.fetch_position != expected:
+                return False
+            part.position = part.fetch_position = offset
+            part.fetches.clear()
+            self._cond.notify_all()
+            return True
+
+    def positions(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        with self._cond:
+            items = self._parts.items() if partitions is None else ((tp, self._parts.get(tp)) for tp in partitions)
+            return {tp: p.position for tp, p in items if p is not None and p.position is not None}
+
+    def position(self, tp: TopicPartition) -> int | None:
+        with self._cond:
+            part = self._parts.get(tp)
+            return None if part is None else part.position
+
+    def missing_positions(self) -> list[TopicPartition]:
+        with self._cond:
+            return [tp for tp, p in self._parts.items() if p.position is None]
+
+    # --- pause (application thread) ------------------------------------------------------------------------
+
+    def set_paused(self, partitions: Iterable[TopicPartition], paused: bool) -> list[TopicPartition]:
+        """Returns the partitions given that are not assigned (an error for the caller)."""
+        unknown = []
+        with self._cond:
+            for tp in partitions:
+                part = self._parts.get(tp)
+                if part is None:
+                    unknown.append(tp)
+                else:
+                    part.paused = paused
+            self._cond.notify_all()
+        return unknown
+
+    def paused(self) -> frozenset[TopicPartition]:
+        with self._cond:
+            return frozenset(tp for tp, p in self._parts.items() if p.paused)
+
+    # --- fetching (network thread) -------------------------------------------------------------------------
+
+    def fetchable(self, max_buffered_records: int) -> list[tuple[TopicPartition, int]]:
+        """Partitions to fetch now, with their fetch positions: assigned, not paused, with a position, no fetch
+        in flight, and fewer than ``max_buffered_records`` buffered (prefetch). They are marked in flight."""
+        out = []
+        with self._cond:
+            for tp, p in self._parts.items():
+                if p.paused or p.in_flight or p.fetch_position is None:
+                    continue
+                if p.fetches and p.buffered() >= max_buffered_records:
+                    continue
+                p.in_flight = True
+                out.append((tp, p.fetch_position))
+        return out
+
+    def fetch_done(self, fetch: CompletedFetch) -> bool:
+        """A fetch came back: keep it if it still starts at the partition's fetch position."""
+        with self._cond:
+            part = self._parts.get(fetch.tp)
+            if part is None:
+                return False
+            part.in_flight = False
+            if part.fetch_position != fetch.fetch_offset:
+                return False
+            part.fetch_position = fetch.next_offset
+            if fetch.records:
+                part.fetches.append(fetch)
+                self._cond.notify_all()
+            return True
+
+    def fetch_failed(self, tp: TopicPartition) -> None:
+        with self._cond:
+            part = self._parts.get(tp)
+            if part is not None:
+                part.in_flight = False
+
+    def fetch_position(self, tp: TopicPartition) -> int | None:
+        with self._cond:
+            part = self._parts.get(tp)
+            return None if part is None else part.fetch_position
+
+    # --- tasks and errors for the application thread ---------------------------------------------------------
+
+    def add_task(self, task: AppTask) -> None:
+        with self._cond:
+            self._tasks.append(task)
+            self._cond.notify_all()
+
+    def add_error(self, error: BaseException) -> None:
+        with self._cond:
+            self._errors.append(error)
+            self._cond.notify_all()
+
+    def take_tasks(self) -> list[AppTask]:
+        with self._cond:
+            tasks = list(self._tasks)
+            self._tasks.clear()
+            return tasks
+
+    def take_error(self) -> BaseException | None:
+        with self._cond:
+            return self._errors.popleft() if self._errors else None
+
+    def wakeup(self) -> None:
+        """Make a waiting ``poll`` return (``Consumer.wakeup``, close)."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    # --- draining (application thread) -----------------------------------------------------------------------
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait until records, a task or an error are there, or a wakeup, at most ``timeout_s``. Returns whether
+        it was woken by ``wakeup`` (and clears that)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not (self._woken or self._tasks or self._errors or self._has_records()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            woken, self._woken = self._woken, False
+            return woken
+
+    def wait_tasks(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) for a task, an error or a wakeup, not for records: how a blocking call
+        waits for its result while it keeps running callbacks."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not (self._woken or self._tasks or self._errors):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining)
+            self._woken = False
+
+    def wait_position(self, tp: TopicPartition, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._tasks and not self._errors:
+                part = self._parts.get(tp)
+                if part is None or part.position is not None:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining)
+
+    def _has_records(self) -> bool:
+        return any(p.fetches and not p.paused for p in self._parts.values())
+
+    def has_work(self) -> bool:
+        with self._cond:
+            return bool(self._tasks or self._errors or self._has_records())
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records, partition by partition (rotating where it starts, so one busy
+        partition cannot starve the others), moving each partition's position past what it returns."""
+        out: list[ConsumerRecord] = []
+        with self._cond:
+            items = list(self._parts.items())
+            if not items:
+                return out
+            self._rotation = (self._rotation + 1) % len(items)
+            for _tp, part in items[self._rotation :] + items[: self._rotation]:
+                if part.paused:
+                    continue
+                while part.fetches and len(out) < max_records:
+                    fetch = part.fetches[0]
+                    take = min(max_records - len(out), len(fetch.records) - fetch.index)
+                    chunk = fetch.records[fetch.index : fetch.index + take]
+                    out.extend(chunk)
+                    fetch.index += take
+                    if fetch.index >= len(fetch.records):
+                        part.fetches.popleft()
+                        part.position = fetch.next_offset  # past trailing control records and gaps too
+                    else:
+                        part.position = chunk[-1].offset + 1
+                if len(out) >= max_records:
+                    break
+        return out

@@ -1,0 +1,210 @@
+"""The fetch request manager: Fetch requests for the partitions the buffer says may be fetched, one request
+in flight per leader, and their responses decoded into records for the buffer (network thread).
+
+A partition is fetched again once ``poll`` has drained what it had (so a slow application holds at most one
+fetch per partition in memory, as Kafka's consumer does). Records below the fetch offset (the start of the
+first batch) and control records are dropped; with ``isolation.level=read_committed`` so are the records of
+aborted transactions, using the aborted-transaction list the broker sends. Errors: an offset out of range goes
+to the offsets manager (``auto.offset.reset``); a moved leader or unknown partition refreshes metadata and
+retries; anything else is retried after the backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from groupstream.assignment.types import TopicPartition
+from groupstream.client.consumer.config import ConsumerConfig
+from groupstream.client.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from groupstream.client.consumer.records import ConsumerRecord
+from groupstream.client.net.metadata import MetadataCache
+from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
+from groupstream.protocol.records import RecordBatch, iter_record_batches
+
+__all__ = ["Fetcher"]
+
+log = logging.getLogger("groupstream.client.consumer")
+
+_FETCH = by_name("Fetch")
+_MAX_FETCH_VERSION = 12  # v13+ names topics by id only
+_ABORT_MARKER = 0
+_CONTROL_KEY = struct.Struct(">hh")
+_REFRESH = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+    }
+)
+_new_record: Callable[..., ConsumerRecord] = tuple.__new__
+
+
+class Fetcher:
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        buffer: FetchBuffer,
+        metadata: MetadataCache,
+        out_of_range: Callable[[TopicPartition, int], None],
+    ) -> None:
+        self._cfg = config
+        self._buffer = buffer
+        self._metadata = metadata
+        self._out_of_range = out_of_range
+        self._nodes_in_flight: set[int] = set()
+        self._retry_at_ms = 0
+        self.closed = False
+
+    def poll(self, now_ms: int) -> PollResult:
+        if self.closed or now_ms < self._retry_at_ms:
+            return PollResult(next_poll_delay_ms=max(self._retry_at_ms - now_ms, 0) if not self.closed else None)
+        by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
+        missing_leader = False
+        for tp, position in self._buffer.fetchable(self._cfg.max_poll_records):
+            leader = self._metadata.leader(tp.topic, tp.partition)
+            if leader is None or leader < 0 or leader in self._nodes_in_flight:
+                self._buffer.fetch_failed(tp)
+                missing_leader = missing_leader or leader is None or leader < 0
+                continue
+            by_node.setdefault(leader, []).append((tp, position))
+        if missing_leader:
+            self._metadata.add_topics({tp.topic for tp in self._buffer.assignment()})
+            self._metadata.request_update()
+        requests = [self._request(node, parts) for node, parts in sorted(by_node.items())]
+        self._nodes_in_flight.update(by_node)
+        return PollResult(requests, next_poll_delay_ms=self._cfg.network.retry_backoff_ms if missing_leader else None)
+
+    def _request(self, node: int, parts: list[tuple[TopicPartition, int]]) -> UnsentRequest:
+        cfg = self._cfg
+        R: Any = _FETCH.Request
+        T = R.FetchTopic
+        topics: dict[str, list[Any]] = {}
+        for tp, position in parts:
+            topics.setdefault(tp.topic, []).append(
+                T.FetchPartition(
+                    partition=tp.partition,
+                    fetch_offset=position,
+                    partition_max_bytes=cfg.max_partition_fetch_bytes,
+                )
+            )
+        body = R(
+            replica_id=-1,
+            max_wait_ms=cfg.fetch_max_wait_ms,
+            min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_max_bytes,
+            isolation_level=cfg.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=[T(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+        )
+        positions = dict(parts)
+        return UnsentRequest(
+            _FETCH,
+            body,
+            lambda response: self._on_response(node, positions, response),
+            node_id=node,
+            max_version=_MAX_FETCH_VERSION,
+            timeout_ms=cfg.network.request_timeout_ms + cfg.fetch_max_wait_ms,
+        )
+
+    def _on_response(self, node: int, positions: dict[TopicPartition, int], response: ClientResponse) -> None:
+        self._nodes_in_flight.discard(node)
+        if response.error is not None or response.body is None:
+            log.debug("fetch from node %d failed: %s", node, response.error)
+            self._fail(positions, response.received_ms)
+            return
+        body = response.body
+        if response.version >= 7 and body.error_code != ErrorCode.NONE:
+            self._fail(positions, response.received_ms)
+            return
+        answered: set[TopicPartition] = set()
+        for topic in body.responses:
+            for pd in topic.partitions:
+                tp = TopicPartition(topic.topic, pd.partition_index)
+                offset = positions.get(tp)
+                if offset is None:
+                    continue
+                answered.add(tp)
+                self._partition(tp, offset, pd, response.received_ms)
+        for tp in positions.keys() - answered:
+            self._buffer.fetch_failed(tp)
+
+    def _fail(self, positions: dict[TopicPartition, int], now_ms: int) -> None:
+        for tp in positions:
+            self._buffer.fetch_failed(tp)
+        self._metadata.request_update()
+        self._retry_at_ms = now_ms + self._cfg.network.retry_backoff_ms
+
+    def _partition(self, tp: TopicPartition, offset: int, pd: Any, now_ms: int) -> None:
+        code = pd.error_code
+        if code == ErrorCode.NONE:
+            try:
+                records, next_offset = self._decode(tp, offset, pd)
+            except Exception as e:  # a corrupt batch: the application must hear of it, not skip it
+                self._buffer.fetch_failed(tp)
+                self._buffer.add_error(e)
+                return
+            self._buffer.fetch_done(CompletedFetch(tp, offset, records, next_offset))
+            return
+        self._buffer.fetch_failed(tp)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(tp, offset)
+        elif code in _REFRESH:
+            self._metadata.request_update()
+            self._retry_at_ms = now_ms + self._cfg.network.retry_backoff_ms
+        else:
+            log.warning("fetch of %s at %d failed with %s; retrying", tp, offset, ErrorCode(code).name)
+            self._retry_at_ms = now_ms + self._cfg.network.retry_backoff_ms
+
+    def _decode(self, tp: TopicPartition, offset: int, pd: Any) -> tuple[list[ConsumerRecord], int]:
+        topic, partition = tp.topic, tp.partition
+        out: list[ConsumerRecord] = []
+        position = offset
+        aborted = _AbortedTransactions(pd) if self._cfg.isolation_level == 1 else None
+        for batch in iter_record_batches(pd.records or b"", check_crc=self._cfg.check_crcs):
+            if batch.next_offset <= position:
+                continue
+            if aborted is not None and aborted.skips(batch):
+                position = batch.next_offset
+                continue
+            if not batch.is_control:
+                ts_type = batch.timestamp_type
+                append = out.append
+                for r in batch.records():
+                    if r.offset >= offset:
+                        append(_new_record(ConsumerRecord, (topic, partition, r[0], r[1], r[2], r[3], r[4], ts_type)))
+            position = batch.next_offset
+        return out, position
+
+
+class _AbortedTransactions:
+    """Kafka's read_committed filter over one partition's fetched batches, in offset order."""
+
+    def __init__(self, pd: Any) -> None:
+        txns = sorted((int(t.first_offset), int(t.producer_id)) for t in (pd.aborted_transactions or ()))
+        self._pending = txns
+        self._active: set[int] = set()
+
+    def skips(self, batch: RecordBatch) -> bool:
+        last = batch.next_offset - 1
+        while self._pending and self._pending[0][0] <= last:
+            self._active.add(self._pending.pop(0)[1])
+        if batch.is_control:
+            records = batch.records()
+            if records and records[0].key is not None and len(records[0].key) >= 4:
+                _version, kind = _CONTROL_KEY.unpack_from(records[0].key)
+                if kind == _ABORT_MARKER:
+                    self._active.discard(batch.producer_id)
+            return True
+        return batch.is_transactional and batch.producer_id in self._active

