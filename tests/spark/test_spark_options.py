@@ -81,12 +81,28 @@ def test_per_partition_offsets_and_timestamps() -> None:
         ({**BS, "subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, False, "must be error or latest"),
         ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "none"}, False, "must be earliest or latest"),
         ({**BS, "subscribe": "t", "fetch.max.bytes": "1"}, False, "unknown option 'fetch.max.bytes'"),
+        ({**BS, "subscribe": "t", "region.member": "a"}, True, "'region.member' needs 'region.table'"),
+        ({**BS, "subscribe": "t", "region.table": "o", "region.member": "a", "group.id": "g"}, False,
+         "'region.table' is for streaming queries only"),
+        ({**BS, "subscribe": "t", "region.table": "o", "region.member": "a"}, True, "needs 'kafka.group.id'"),
+        ({**BS, "assign": '{"t": [0]}', "region.table": "o", "region.member": "a", "group.id": "g"}, True,
+         "needs 'subscribe' or 'subscribePattern'"),
+        ({**BS, "subscribe": "t", "region.table": "o", "region.member": "a/b", "group.id": "g"}, True,
+         "'region.member' must name this instance"),
     ],
 )
 def test_mistakes_name_the_option(options: dict[str, str], streaming: bool, message: str) -> None:
     with pytest.raises(SourceOptionError, match=None) as err:
         parse_source_options(options, streaming)
     assert message in str(err.value)
+
+
+def test_region_options() -> None:
+    o = parse_source_options(
+        {**BS, "subscribe": "t", "region.table": "/out", "region.member": "i0", "kafka.group.id": "g"}, True
+    )
+    assert (o.region_table, o.region_member, o.group_id) == ("/out", "i0", "g")
+    assert parse_source_options({**BS, "subscribe": "t"}, True).region_table is None
 
 
 def test_sink_options() -> None:

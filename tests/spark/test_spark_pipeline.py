@@ -116,6 +116,12 @@ checkpoint = "ck"
         ("[source]\ntopic='t'\n[sink]\npath='o'\ncheckpoint='c'\noutput_mode='all'", "sink.output_mode must be"),
         ("[source]\ntopic=3\n[sink]\npath='o'\ncheckpoint='c'", "source.topic must be a non-empty string"),
         ("[source\n", "is not valid TOML"),
+        ("[source]\ntopic='t'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\ninstances=2", "a region needs source.group_id"),
+        ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\ntopic='o'\ncheckpoint='c'\n[region]\ninstances=2",
+         "a region writes a Parquet table"),
+        ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\ninstances=0",
+         "region.instances must be a positive integer"),
+        ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\nmembers=2", "unknown key region.members"),
     ],
 )
 def test_definition_mistakes_name_the_key(tmp_path: Path, text: str, message: str) -> None:

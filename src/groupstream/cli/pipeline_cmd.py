@@ -1,16 +1,26 @@
 """``groupstream pipeline run FILE``: run a declarative pipeline (see `groupstream.spark.pipeline`) as a Spark
 Structured Streaming query, showing its progress, until it is caught up (``--until-caught-up`` or a trigger of
 ``available-now``) or Ctrl-C stops it (the query stops at a batch boundary; the next run resumes from its
-checkpoint)."""
+checkpoint).
+
+``--member NAME`` runs the pipeline as one instance of a region (its instances share the group and the output
+table; see `groupstream.spark.region_table`), and ``--instances N`` (or ``[region] instances`` in the file)
+starts N such instances as child processes on this machine and waits for them. A region is caught up when its
+table's ledger covers every partition up to the log end seen when the run started; each instance then stops,
+since with one group the partitions of an instance that stopped would move to one still running."""
 
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from groupstream.cli.common import stderr, stdout
 from groupstream.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from groupstream.spark.pipeline import PipelineSpec
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     run.add_argument("--until-caught-up", action="store_true",
                      help="process what the topics hold now, then stop (Trigger.AvailableNow)")  # fmt: skip
+    run.add_argument("--instances", type=int, metavar="N",
+                     help="run as a region of N instances on this machine (child processes)")  # fmt: skip
+    run.add_argument("--member", metavar="NAME", help="run as the region instance NAME (letters, digits, _ and .)")
     run.set_defaults(func=run_pipeline, command_name="pipeline run")
 
 
@@ -37,6 +50,17 @@ def run_pipeline(args: argparse.Namespace) -> int:
         import pyspark  # noqa: F401
     except ImportError:
         raise UserError("pipelines run on Spark: pip install 'groupstream[spark]'") from None
+    instances = args.instances if args.instances is not None else spec.instances
+    if args.member is not None and args.instances is not None:
+        raise UserError("give --instances (start a region here) or --member (be one of its instances), not both")
+    if instances is not None and args.member is None:
+        if instances < 1:
+            raise UserError(f"--instances must be at least 1, got {instances}")
+        from groupstream.cli.pipeline_region import run_region
+
+        return run_region(args, spec, instances)
+    if args.member is not None:
+        return _run_member(args, spec)
     if args.until_caught_up:
         from dataclasses import replace
 
@@ -79,3 +103,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return 0
     finally:
         spark.stop()
+
+
+def _run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
+    from groupstream.cli.pipeline_region import run_member
+
+    return run_member(args, spec)

@@ -60,6 +60,8 @@ class SourceOptions:
     group_id: str | None = None
     fallback_reset: str = "earliest"  # where partitions without a committed offset start (startingOffsets=group)
     poll_timeout_ms: int = 120_000  # kafkaConsumer.pollTimeoutMs: how long a task waits for a fetch
+    region_table: str | None = None  # region.table: the output table shared by the instances of a region
+    region_member: str | None = None  # region.member: this instance's name in the region
 
     @property
     def subscription(self) -> str:
@@ -81,7 +83,7 @@ _SOURCE_KEYS = {
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestampstrategy",
     "minpartitions", "maxoffsetspertrigger", "failondataloss", "includeheaders", "group.id",
-    "kafkaconsumer.polltimeoutms", "bootstrap.servers", "path",
+    "kafkaconsumer.polltimeoutms", "bootstrap.servers", "path", "region.table", "region.member",
 }  # fmt: skip
 _SINK_KEYS = {"topic", "bootstrap.servers", "path", "checkpointlocation"}  # path, checkpointLocation: from Spark
 
@@ -245,6 +247,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     if reset not in ("earliest", "latest"):
         raise SourceOptionError(f"option 'kafka.auto.offset.reset' must be earliest or latest, got {reset!r}")
     poll_timeout = _positive(opts, "kafkaConsumer.pollTimeoutMs") or 120_000
+    region_table, region_member = _region(opts, streaming, group_id, assign is not None)
     return SourceOptions(
         bootstrap_servers=bootstrap,
         client_config=client,
@@ -261,7 +264,35 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         group_id=group_id,
         fallback_reset=reset,
         poll_timeout_ms=poll_timeout,
+        region_table=region_table,
+        region_member=region_member,
     )
+
+
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_.]+")
+
+
+def _region(opts: Mapping[str, str], streaming: bool, group_id: str | None, assigned: bool) -> tuple[
+    str | None, str | None
+]:
+    """``region.table`` makes the stream one instance of a region: instances share ``group.id`` (the group
+    splits the partitions among them) and the table, whose ledger is their merged checkpoint."""
+    table, member = opts.get("region.table"), opts.get("region.member")
+    if table is None:
+        if member is not None:
+            raise SourceOptionError("option 'region.member' needs 'region.table' (the region's shared output table)")
+        return None, None
+    if not streaming:
+        raise SourceOptionError("option 'region.table' is for streaming queries only")
+    if not group_id:
+        raise SourceOptionError("option 'region.table' needs 'kafka.group.id': the group the instances share")
+    if assigned:
+        raise SourceOptionError("option 'region.table' needs 'subscribe' or 'subscribePattern'; the group assigns")
+    if not member or not _MEMBER_NAME.fullmatch(member):
+        raise SourceOptionError(
+            f"option 'region.member' must name this instance with letters, digits, '_' and '.', got {member!r}"
+        )
+    return table, member
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

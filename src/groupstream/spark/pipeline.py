@@ -18,7 +18,17 @@ format = "parquet"                 # parquet, json, csv, orc (file sinks: exactl
 checkpoint = "out/users.checkpoint"
 output_mode = "append"             # append, update, complete
 trigger = "5 seconds"              # or "available-now": process what is there, then stop
+
+[region]                           # optional: run as several instances that share the group and the table
+instances = 2                      # how many `groupstream pipeline run FILE` starts on this machine
 ```
+
+With ``[region]`` (or ``--instances N`` / ``--member NAME`` on the command line) the pipeline is a consistent
+region: its instances, on this machine or elsewhere, share ``source.group_id`` (the group splits the partitions
+among them) and the Parquet table ``sink.path``, which they write through its ledger (see
+`groupstream.spark.region_table`), so the table holds every record exactly once across rebalances and crashes
+of instances. Each instance keeps its own Spark checkpoint, ``sink.checkpoint/<member>``. The transform must
+work record by record (select, filter, explode, UDFs): an aggregation would only see its instance's share.
 
 Everything is checked when the file is loaded, and every mistake names the key at fault.
 """
@@ -60,6 +70,7 @@ class PipelineSpec:
     output_mode: str
     trigger: str
     base_dir: Path = field(default=Path("."))
+    instances: int | None = None  # [region] instances: run as a region of this many local instances
 
 
 def _table(doc: Mapping[str, Any], name: str, required: bool) -> Mapping[str, Any]:
@@ -95,7 +106,7 @@ def load_pipeline(path: Path) -> PipelineSpec:
         raise PipelineError(f"no pipeline file {path}") from None
     except tomllib.TOMLDecodeError as e:
         raise PipelineError(f"{path} is not valid TOML: {e}") from None
-    _check_keys(doc, "pipeline", {"source", "transform", "sink"})
+    _check_keys(doc, "pipeline", {"source", "transform", "sink", "region"})
     base = Path(path).resolve().parent
     src = _table(doc, "source", required=True)
     _check_keys(src, "source", {"topic", "pattern", "starting_offsets", "group_id", "options"})
@@ -131,6 +142,13 @@ def load_pipeline(path: Path) -> PipelineSpec:
     if mode not in OUTPUT_MODES:
         raise PipelineError(f"sink.output_mode must be one of {', '.join(OUTPUT_MODES)}, got {mode!r}")
     trigger = _str(sink, "sink", "trigger", "5 seconds") or "5 seconds"
+    region = _table(doc, "region", required=False)
+    _check_keys(region, "region", {"instances"})
+    instances = region.get("instances")
+    if "region" in doc:
+        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
+            raise PipelineError(f"region.instances must be a positive integer, got {instances!r}")
+        check_region(group_id, sink_path, fmt)
     return PipelineSpec(
         topic=topic,
         pattern=pattern,
@@ -146,7 +164,16 @@ def load_pipeline(path: Path) -> PipelineSpec:
         output_mode=mode,
         trigger=trigger,
         base_dir=base,
+        instances=instances,
     )
+
+
+def check_region(group_id: str | None, sink_path: str | Path | None, fmt: str) -> None:
+    """What running as a region needs of the pipeline."""
+    if group_id is None:
+        raise PipelineError("a region needs source.group_id: the group its instances share")
+    if sink_path is None or fmt != "parquet":
+        raise PipelineError("a region writes a Parquet table: give sink.path with sink.format = \"parquet\"")
 
 
 def _python_transform(ref: str, base: Path) -> Callable[[Any], Any]:
@@ -169,8 +196,17 @@ def _python_transform(ref: str, base: Path) -> Callable[[Any], Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def build_query(spark: Any, spec: PipelineSpec, bootstrap: str) -> Any:
-    """Start the streaming query the pipeline describes; returns the StreamingQuery."""
+def build_query(
+    spark: Any,
+    spec: PipelineSpec,
+    bootstrap: str,
+    member: str | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Any:
+    """Start the streaming query the pipeline describes; returns the StreamingQuery. With ``member`` it is
+    that instance of the pipeline's region."""
+    if member is not None:
+        check_region(spec.group_id, spec.sink_path, spec.sink_format)
     reader = spark.readStream.format("groupstream").option("kafka.bootstrap.servers", bootstrap)
     reader = reader.option("subscribe", spec.topic) if spec.topic else reader.option("subscribePattern", spec.pattern)
     reader = reader.option("startingOffsets", spec.starting_offsets)
@@ -178,14 +214,22 @@ def build_query(spark: Any, spec: PipelineSpec, bootstrap: str) -> Any:
         reader = reader.option("group.id", spec.group_id)
     for k, v in spec.source_options.items():
         reader = reader.option(k, v)
+    if member is not None:
+        reader = reader.option("region.table", str(spec.sink_path)).option("region.member", member)
     df = reader.load()
     if spec.sql is not None:
         df.createOrReplaceTempView("source")
         df = spark.sql(spec.sql)
     elif spec.python is not None:
         df = _python_transform(spec.python, spec.base_dir)(df)
-    writer = df.writeStream.outputMode(spec.output_mode).option("checkpointLocation", str(spec.checkpoint))
-    if spec.sink_topic is not None:
+    checkpoint = spec.checkpoint if member is None else spec.checkpoint / member
+    writer = df.writeStream.outputMode(spec.output_mode).option("checkpointLocation", str(checkpoint))
+    if member is not None:
+        from groupstream.spark.region_table import RegionTable
+
+        assert spec.sink_path is not None
+        writer = writer.foreachBatch(RegionTable(spec.sink_path, member, on_event))
+    elif spec.sink_topic is not None:
         writer = writer.format("groupstream").option("kafka.bootstrap.servers", bootstrap).option(
             "topic", spec.sink_topic)  # fmt: skip
     else:

@@ -51,6 +51,7 @@ from groupstream.spark.planning import (
     split_ranges,
     to_spark_offsets,
 )
+from groupstream.spark.region_reader import RegionReaderCore
 from groupstream.spark.sink import write_rows
 
 __all__ = ["FORMAT", "GroupstreamDataSource"]
@@ -181,6 +182,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: Cluster | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
         self._progress: dict[TopicPartition, int] | None = None  # last offsets committed to group.id
+        self._region = (
+            None
+            if options.region_table is None
+            else RegionReaderCore(
+                options, lambda tps: _resolve(self.cluster, options, tps, "starting"), lambda tps: self.cluster.latest(tps)
+            )
+        )
 
     @property
     def cluster(self) -> Cluster:
@@ -189,6 +197,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._cluster
 
     def initialOffset(self) -> dict[str, Any]:
+        if self._region is not None:
+            return self._region.initial_offset()
         tps = self.cluster.partitions(must_exist=False)
         return to_spark_offsets(_resolve(self.cluster, self.options, tps, "starting"))
 
@@ -203,6 +213,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.cluster.latest(self.cluster.partitions(must_exist=False))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if self._region is not None:
+            return self._region.latest_offset(limit, self._target)
         begin = from_spark_offsets(start)
         # Spark asks for the next batch's end only once the batch ending at ``start`` is committed to its
         # checkpoint (a batch in the offset log but not in the commit log is re-run first), so ``start`` is
@@ -225,6 +237,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_spark_offsets(self._latest())
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if self._region is not None:
+            return [RangePartition(r) for r in self._region.partitions(end)]
         begin = from_spark_offsets(start)
         finish = from_spark_offsets(end)
         new = [tp for tp in finish if tp not in begin]
@@ -244,6 +258,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.spec, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
+        if self._region is not None:
+            return  # the table's ledger is the progress; the next plan commits it to the group
         self._commit_progress(from_spark_offsets(end))
 
     def _commit_progress(self, offsets: dict[TopicPartition, int]) -> None:
@@ -260,6 +276,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._progress = dict(offsets)
 
     def stop(self) -> None:
+        if self._region is not None:
+            self._region.stop()
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None

@@ -1,0 +1,138 @@
+"""``groupstream pipeline run FILE --member NAME`` and ``--instances N``: a pipeline as a consistent region.
+
+An instance prints one line per micro-batch it publishes to the shared table (``published``: its ledger
+entry and the exact ranges, so a log shows where every partition resumed after a rebalance) or drops
+(``dropped``: another instance published those offsets first; the next batch starts from the ledger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from groupstream.cli.common import stdout
+from groupstream.cli.errors import UserError
+from groupstream.spark.pipeline import AVAILABLE_NOW, PipelineError, PipelineSpec, build_query
+
+__all__ = ["run_member", "run_region"]
+
+_POLL_S = 0.5
+
+
+def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
+    from dataclasses import replace
+
+    from groupstream.region.ledger import OffsetLedger
+    from groupstream.spark.session import spark_session
+
+    member = args.member
+    until_caught_up = args.until_caught_up or spec.trigger == AVAILABLE_NOW
+    if spec.trigger == AVAILABLE_NOW:
+        spec = replace(spec, trigger="1 second")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise UserError("pipelines run on Spark: pip install 'groupstream[spark]'") from None
+    target = _log_ends(args.bootstrap_server, spec) if until_caught_up else None
+    spark = spark_session(args.master, f"groupstream-pipeline-{args.file.stem}-{member}")
+    try:
+        try:
+            query = build_query(spark, spec, args.bootstrap_server, member=member,
+                                on_event=lambda event, fields: _say(member, event, **fields))  # fmt: skip
+        except PipelineError as e:
+            raise UserError(f"{args.file}: {e}") from None
+        except Exception as e:  # Spark rejects the SQL or the plan, or an option: say so in one line
+            raise UserError(f"{args.file}: Spark cannot run this pipeline: {str(e).splitlines()[0]}") from None
+        _say(member, "started", table=str(spec.sink_path), group=spec.group_id)
+        assert spec.sink_path is not None
+        ledger = OffsetLedger(spec.sink_path)
+        try:
+            while query.isActive:
+                query.awaitTermination(_POLL_S)
+                if target is not None and _covers(ledger.offsets(), target):
+                    _say(member, "caught-up", offsets=_rows(ledger.offsets()))
+                    query.stop()
+        except KeyboardInterrupt:
+            query.stop()
+        error = query.exception()
+        if error is not None:
+            raise UserError(f"the pipeline's query failed: {str(error).splitlines()[0]}")
+        _say(member, "stopped")
+        return 0
+    finally:
+        spark.stop()
+
+
+def _log_ends(bootstrap: str, spec: PipelineSpec) -> dict[tuple[str, int], int]:
+    """The log end of every partition the pipeline reads, now: what "caught up" means for this run."""
+    from groupstream.spark.cluster import Cluster
+    from groupstream.spark.options import parse_source_options
+
+    source = {"kafka.bootstrap.servers": bootstrap, **spec.source_options}
+    source["subscribe" if spec.topic else "subscribePattern"] = spec.topic or spec.pattern or ""
+    cluster = Cluster(parse_source_options(source, streaming=True))
+    try:
+        return cluster.latest(cluster.partitions(must_exist=False))
+    finally:
+        cluster.close()
+
+
+def _covers(published: dict[tuple[str, int], int], target: dict[tuple[str, int], int]) -> bool:
+    return all(end == 0 or published.get(tp, 0) >= end for tp, end in target.items())
+
+
+def _rows(offsets: dict[tuple[str, int], int]) -> list[list[Any]]:
+    return [[t, p, o] for (t, p), o in sorted(offsets.items())]
+
+
+def _say(member: str, event: str, **fields: Any) -> None:
+    print(json.dumps({"member": member, "event": event, **fields}, sort_keys=True), flush=True)
+
+
+def run_region(args: argparse.Namespace, spec: PipelineSpec, instances: int) -> int:
+    """Start ``instances`` members as child processes, show their lines, and wait for all of them."""
+    names = [f"i{k}" for k in range(instances)]
+    base = [sys.executable, "-m", "groupstream", "pipeline", "run", str(args.file),
+            "--bootstrap-server", args.bootstrap_server, "--master", args.master]  # fmt: skip
+    if args.until_caught_up:
+        base.append("--until-caught-up")
+    stdout.print(f"pipeline {args.file.name}: a region of {instances} instances ({', '.join(names)}) sharing group "
+                 f"{spec.group_id!r} and table {spec.sink_path}")  # fmt: skip
+    children = {
+        name: subprocess.Popen(
+            [*base, "--member", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy()
+        )
+        for name in names
+    }
+    pumps = [threading.Thread(target=_pump, args=(name, child), daemon=True) for name, child in children.items()]
+    for t in pumps:
+        t.start()
+    try:
+        for child in children.values():
+            child.wait()
+    except KeyboardInterrupt:
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGINT)  # each stops at a batch boundary
+        for child in children.values():
+            child.wait()
+    for t in pumps:
+        t.join(timeout=5)
+    codes = {name: child.returncode for name, child in children.items()}
+    failed = {n: c for n, c in codes.items() if c not in (0, -signal.SIGINT)}
+    if failed:
+        raise UserError("instances failed: " + ", ".join(f"{n} (exit {c})" for n, c in sorted(failed.items())))
+    stdout.print(f"pipeline {args.file.name}: all {instances} instances stopped")
+    return 0
+
+
+def _pump(name: str, child: subprocess.Popen[str]) -> None:
+    assert child.stdout is not None
+    for line in child.stdout:
+        stdout.print(f"[{name}] {line.rstrip()}", highlight=False, markup=False)

@@ -1,0 +1,130 @@
+"""The output side of a Spark region: a Parquet table shared by the region's instances, written per micro-batch
+and published atomically with the offsets the batch read (see `groupstream.region.ledger`).
+
+Use it as the query's ``foreachBatch`` function: ``df.writeStream.foreachBatch(RegionTable(path, member))``.
+The batch's ranges come from the plan the source wrote when Spark asked it for the batch's tasks. The source
+runs in its own Python process (Spark's streaming source runner), the function in the driver's, so the plan
+crosses as a small file, ``_plans/<member>.json``; Spark plans and runs one batch of a query at a time, so the
+member's plan file always describes the batch being written.
+
+A batch whose ranges went stale (another instance published those offsets after a rebalance) is dropped
+without writing anything; the source plans the next batch from the ledger, which is the reset to the merged
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from groupstream.region.ledger import OffsetLedger, PublishRejected
+
+__all__ = ["PLANS_DIR", "BatchPlan", "RegionTable", "read_plan", "write_plan"]
+
+PLANS_DIR = "_plans"
+log = logging.getLogger("groupstream.spark")
+
+Ranges = dict[tuple[str, int], tuple[int, int]]
+
+
+class BatchPlan:
+    """What one micro-batch of a member reads: its ranges, under a key that names the batch in the ledger."""
+
+    def __init__(self, key: str, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        self.key = key
+        self.ranges: Ranges = dict(ranges)
+
+    def to_json(self) -> str:
+        rows = [[t, p, s, e] for (t, p), (s, e) in sorted(self.ranges.items())]
+        return json.dumps({"key": self.key, "ranges": rows}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchPlan:
+        raw = json.loads(text)
+        return cls(str(raw["key"]), {(str(t), int(p)): (int(s), int(e)) for t, p, s, e in raw["ranges"]})
+
+
+def _plan_path(table: Path, member: str) -> Path:
+    return table / PLANS_DIR / f"{member}.json"
+
+
+def write_plan(table: Path | str, member: str, plan: BatchPlan) -> None:
+    path = _plan_path(Path(table), member)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(plan.to_json())
+    os.replace(tmp, path)
+
+
+def read_plan(table: Path | str, member: str) -> BatchPlan | None:
+    path = _plan_path(Path(table), member)
+    return BatchPlan.from_json(path.read_text()) if path.exists() else None
+
+
+class RegionTable:
+    """``foreachBatch`` function that writes a region member's batches to the shared table."""
+
+    def __init__(
+        self, path: Path | str, member: str, on_event: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> None:
+        """``on_event(event, fields)`` hears of every batch: ``published`` (ledger entry, ranges, files) or
+        ``dropped`` (the stale ranges)."""
+        self.ledger = OffsetLedger(path)
+        self.member = member
+        self._on_event = on_event
+        self.ledger.recover(member)
+        self.published = 0
+        self.rejected = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        plan = read_plan(self.ledger.root, self.member)
+        if plan is None:
+            raise RuntimeError(
+                f"no batch plan for region member {self.member!r} in {self.ledger.root}: the query's source must be "
+                "format('groupstream') with the same region.table and region.member"
+            )
+        conflicts = self.ledger.check(plan.ranges)
+        if conflicts:
+            self._rejected(batch_id, PublishRejected(conflicts))
+            return
+        staging = self.ledger.staging_path(self.member, plan.key)
+        df.write.mode("overwrite").parquet(str(staging))
+        files = sorted(f for f in staging.glob("part-*.parquet") if _rows_in(f))
+        for extra in staging.iterdir():  # Spark's _SUCCESS, checksums and empty parts are not part of the table
+            if extra not in files and extra.is_file():
+                extra.unlink()
+        if not files:
+            staging.rmdir()
+        try:
+            entry = self.ledger.publish(self.member, plan.key, plan.ranges, files)
+        except PublishRejected as e:
+            self._rejected(batch_id, e)
+            return
+        self.published += 1
+        log.info("region member %s: batch %d published as ledger entry %d (%d files)", self.member, batch_id,
+                 entry.seq, len(files))  # fmt: skip
+        self._event("published", batch=batch_id, seq=entry.seq, files=len(files), ranges=_rows(plan.ranges))
+
+    def _rejected(self, batch_id: int, error: PublishRejected) -> None:
+        self.rejected += 1
+        log.warning("region member %s: batch %d dropped, %s; resetting to the ledger", self.member, batch_id, error)
+        stale = {tp: (s, 0 if e is None else e) for tp, (s, e) in error.conflicts.items()}
+        self._event("dropped", batch=batch_id, stale=_rows(stale))
+
+    def _event(self, event: str, **fields: Any) -> None:
+        if self._on_event is not None:
+            self._on_event(event, fields)
+
+
+def _rows_in(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(path).num_rows)
+
+
+def _rows(ranges: Mapping[tuple[str, int], tuple[int, int]]) -> list[list[Any]]:
+    return [[t, p, s, e] for (t, p), (s, e) in sorted(ranges.items())]

@@ -1,0 +1,212 @@
+"""Spark pipeline instances as one consistent region (issue 7): separate processes, each its own Spark, sharing
+one consumer group and one output table.
+
+A feed of unique records runs throughout while instances are killed (``kill -9``) and restarted, added and
+removed, and a micro-batch fails before its checkpoint. The table must then hold every record exactly once,
+and the instances' logs must show every partition's published ranges back to back: after each rebalance a
+partition resumes exactly where its published output (the merged checkpoint) ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_kit import new_topic
+
+from groupstream.client.admin import Admin
+from groupstream.client.lite import ProducerRecord, produce
+from groupstream.region.ledger import OffsetLedger
+from support.brokers import BrokerProcess, groupstream_command
+from support.waiting import wait_until
+
+pytestmark = [pytest.mark.compat, pytest.mark.slow]
+
+PARTITIONS = 6
+
+
+class Instance:
+    """One ``groupstream pipeline run --member NAME`` process and the JSON lines it printed."""
+
+    def __init__(self, name: str, toml: Path, bootstrap: str, log_dir: Path) -> None:
+        self.name = name
+        self.log = log_dir / f"{name}-{len(list(log_dir.glob(name + '-*')))}.log"
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [*groupstream_command(), "pipeline", "run", str(toml), "--member", name, "--bootstrap-server",
+                 bootstrap, "--master", "local[1]"],
+                cwd=toml.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.startswith("{"):
+                event = json.loads(line)
+                if kind is None or event["event"] == kind:
+                    out.append(event)
+        return out
+
+    def published_partitions(self) -> set[int]:
+        return {p for e in self.events("published") for _t, p, s, end in e["ranges"] if end > s}
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=120)
+
+
+class Feed(threading.Thread):
+    """Unique values, a hundred every half second, until stopped: records keep arriving while instances come
+    and go."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.stop_event = threading.Event()
+        self.produced = 0
+
+    def run(self) -> None:
+        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+            while not self.stop_event.is_set():
+                start = self.produced
+                produce(admin.connection, self.topic, [ProducerRecord(b"r%06d" % i, b"k%d" % i) for i in range(start, start + 100)])
+                self.produced += 100
+                self.stop_event.wait(0.5)  # the feed's pace, not a wait for a condition
+
+
+def test_two_spark_instances_share_a_group_and_write_every_record_once(broker: BrokerProcess, tmp_path: Path) -> None:
+    bs = broker.bootstrap
+    topic = new_topic(bs, PARTITIONS, prefix="region")
+    marker = tmp_path / "fail-once"
+    (tmp_path / "transform.py").write_text(f'''
+import os
+from pyspark.sql import functions as F
+
+def transform(df):
+    @F.udf("string")
+    def value(v):
+        if v is not None and v.endswith("7"):
+            try:
+                os.unlink({str(marker)!r})
+            except FileNotFoundError:
+                return v
+            raise RuntimeError("injected failure: this micro-batch fails before its checkpoint")
+        return v
+    return df.select(value(F.col("value").cast("string")).alias("v"), "partition", "offset")
+''')
+    toml = tmp_path / "region.toml"
+    toml.write_text(f'''
+[source]
+topic = "{topic}"
+starting_offsets = "earliest"
+group_id = "region-pipeline"
+options = {{ maxOffsetsPerTrigger = "400", "kafka.session.timeout.ms" = "6000", "kafka.heartbeat.interval.ms" = "500" }}
+
+[transform]
+python = "transform.py:transform"
+
+[sink]
+path = "out/table"
+checkpoint = "out/checkpoints"
+trigger = "1 second"
+''')
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    feeder = Feed(bs, topic)
+    instances: list[Instance] = []
+
+    def start(name: str) -> Instance:
+        inst = Instance(name, toml, bs, logs)
+        instances.append(inst)
+        return inst
+
+    def wait(condition: Any, timeout_s: float, what: str) -> None:
+        try:
+            wait_until(condition, timeout_s, what, interval_s=0.5)
+        except AssertionError as e:
+            logs = "\n".join(f"--- {i.log.name} (exit {i.proc.poll()})\n{i.log.read_text()[-3000:]}" for i in instances)
+            raise AssertionError(f"{e}\n{logs}") from None
+
+    try:
+        i0, i1 = start("i0"), start("i1")
+        feeder.start()
+        wait(lambda: i0.published_partitions() and i1.published_partitions(), 180, "both instances to publish")
+        # kill -9 one: after its session times out the other one takes all partitions
+        i1.kill()
+        wait(lambda: len(i0.published_partitions()) == PARTITIONS, 120, "i0 to take over")
+        i1 = start("i1")
+        wait(lambda: i1.published_partitions(), 180, "the restarted i1 to publish")
+        # one more instance joins, then the first one leaves
+        i2 = start("i2")
+        wait(lambda: i2.published_partitions(), 180, "i2 to publish")
+        i0.stop()
+        # a micro-batch fails before its checkpoint: that instance's query stops; it is started again
+        marker.write_text("fail once")
+        wait(lambda: not marker.exists() and any(i.proc.poll() not in (None, 0) for i in (i1, i2)), 120,
+             "the injected failure to stop an instance")  # fmt: skip
+        failed = next(i for i in (i1, i2) if i.proc.poll() not in (None, 0))
+        assert "injected failure" in failed.log.read_text(), failed.log.read_text()[-3000:]
+        restarted = start(failed.name)
+        wait(lambda: restarted.published_partitions(), 180, "the failed instance, restarted, to publish")
+        feeder.stop_event.set()
+        feeder.join(timeout=60)
+        assert not feeder.is_alive()
+        with Admin({"bootstrap.servers": bs}) as admin:
+            ends = admin.log_end_offsets([(topic, p) for p in range(PARTITIONS)])
+        ledger = OffsetLedger(tmp_path / "out" / "table")
+        wait(lambda: ledger.offsets() == ends, 180, "the region to publish every record")
+    finally:
+        feeder.stop_event.set()
+        for inst in instances:
+            if inst.proc.poll() is None:
+                inst.stop()
+
+    _check_exactly_once(tmp_path / "out" / "table", feeder.produced)
+    _check_contiguous_ranges(instances, ends)
+
+
+def _check_exactly_once(table: Path, produced: int) -> None:
+    import pyarrow.parquet as pq
+
+    values = [v for f in sorted(table.glob("part-*.parquet")) for v in pq.read_table(f).column("v").to_pylist()]
+    expected = [f"r{i:06d}" for i in range(produced)]
+    dupes = len(values) - len(set(values))
+    assert dupes == 0, f"{dupes} records are in the table more than once"
+    missing = sorted(set(expected) - set(values))
+    assert not missing, f"{len(missing)} records never reached the table, e.g. {missing[:5]}"
+    assert sorted(values) == expected
+
+
+def _check_contiguous_ranges(instances: list[Instance], ends: dict[tuple[str, int], int]) -> None:
+    """From the logs: each partition's published ranges, in ledger order, run from 0 to its end back to back,
+    and where the owner changed (a reset) the new owner started exactly at the previous owner's end."""
+    by_partition: dict[int, list[tuple[int, str, int, int]]] = {}
+    for inst in instances:
+        for e in inst.events("published"):
+            for _t, p, s, end in e["ranges"]:
+                by_partition.setdefault(p, []).append((e["seq"], inst.name, s, end))
+    handovers = 0
+    for (_t, p), end in sorted(ends.items()):
+        ranges = sorted(by_partition.get(p, []))
+        position = 0
+        owner = None
+        for _seq, name, s, e in ranges:
+            assert s == position, f"partition {p}: {name} published from {s}, the table ended at {position}"
+            if owner is not None and name != owner:
+                handovers += 1
+            position, owner = e, name
+        assert position == end, f"partition {p}: published up to {position}, the log ends at {end}"
+    assert handovers >= PARTITIONS // 2, f"only {handovers} handovers between instances: the scenario did not happen"
