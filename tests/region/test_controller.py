@@ -34,7 +34,7 @@ def test_cycles_start_every_period_and_retire_the_checkpoint_before_the_last() -
     assert ctl.next_deadline() == 1000
     assert ctl.tick(999) == []
     assert ctl.tick(1000) == [StartDrain(1)]
-    assert ctl.phase is RegionPhase.DRAINING and ctl.next_deadline() is None
+    assert ctl.phase is RegionPhase.DRAINING and ctl.next_deadline() == 11_000  # the cycle's deadline
     assert ctl.drained("a", 1, 1001) == [] and ctl.drained("b", 1, 1002) == []
     assert ctl.drained("x", 1, 1002) == []  # not a member
     assert ctl.drained("c", 1, 1003) == [TakeCheckpoint(1)]
@@ -43,6 +43,18 @@ def test_cycles_start_every_period_and_retire_the_checkpoint_before_the_last() -
     assert ctl.last_complete == 1 and ctl.phase is RegionPhase.IDLE and ctl.next_deadline() == 2010
     assert cycle(ctl, 2010) == [StartDrain(2), TakeCheckpoint(2), Resume(), Retire(1)]
     assert ctl.last_complete == 2
+
+
+def test_a_cycle_a_member_never_answers_times_out_into_a_reset() -> None:
+    ctl = RegionController(MEMBERS, period_ms=1000, reset_timeout_ms=10_000, now_ms=0)
+    assert ctl.tick(1000) == [StartDrain(1)]
+    ctl.drained("a", 1, 1001)
+    ctl.drained("b", 1, 1001)
+    assert ctl.tick(10_999) == []
+    effects = ctl.tick(11_000)  # c died before it drained
+    assert len(effects) == 1 and isinstance(effects[0], StartReset)
+    assert effects[0].attempt == 1 and "waiting for c" in effects[0].reason
+    assert ctl.phase is RegionPhase.RESETTING
 
 
 def test_an_operator_driven_region_checkpoints_on_request_only() -> None:

@@ -16,6 +16,7 @@ from groupstream.cli import (
     leader_election_cmd,
     pipeline_cmd,
     produce_cmd,
+    region_cmd,
     topics_cmd,
 )
 from groupstream.cli.errors import UserError
@@ -29,6 +30,7 @@ _COMMANDS = (
     groups_cmd,
     leader_election_cmd,
     pipeline_cmd,
+    region_cmd,
     demo_cmd,
 )
 

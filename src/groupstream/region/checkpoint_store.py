@@ -9,6 +9,7 @@ through the control plane's view; retiring tombstones the records, and compactio
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Protocol
@@ -58,13 +59,16 @@ class DirectoryCheckpointStore:
             return None
 
     def retire(self, upto_checkpoint_id: int) -> None:
+        """Delete checkpoints up to ``upto_checkpoint_id``. Every member of the region retires the same ones,
+        possibly at the same moment in a shared directory: what another already deleted is simply gone."""
         if not self.root.is_dir():
             return
         for d in sorted(self.root.iterdir()):
             if d.name.isdigit() and int(d.name) <= upto_checkpoint_id:
-                for f in d.iterdir():
-                    f.unlink()
-                d.rmdir()
+                for f in list(d.glob("*")) + list(d.glob(".*")):
+                    f.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    d.rmdir()
 
     def checkpoint_ids(self) -> list[int]:
         if not self.root.is_dir():

@@ -8,7 +8,8 @@ when the operator asks, ``request_checkpoint``).
 A reset goes to the last complete checkpoint, or to the initial state when there is none. Each reset try has
 its own attempt number (never reused, so a merge keyed by [checkpoint id, attempt] belongs to one try); a try
 that does not finish within ``reset_timeout_ms`` is replaced by a new attempt. A member asking for a reset, a
-member refusing to drain, a failed checkpoint, and a reset timeout all lead here.
+member refusing to drain, a failed checkpoint, a cycle that does not complete within ``reset_timeout_ms`` (a
+member died) and a reset timeout all lead here.
 
 Members that join or leave change whom the controller waits for; the group rebalance their arrival or
 departure causes reaches the controller as reset requests from the members whose partitions moved.
@@ -95,24 +96,25 @@ class RegionController:
 
     def next_deadline(self) -> int | None:
         """When ``tick`` must be called next (None: only when something happens)."""
-        if self.phase is RegionPhase.RESETTING:
-            return self._reset_deadline_ms
         if self.phase is RegionPhase.IDLE:
             return self._next_cycle_ms
-        return None
+        return self._reset_deadline_ms
 
     def tick(self, now_ms: int) -> list[ControlEffect]:
+        late = self._reset_deadline_ms is not None and now_ms >= self._reset_deadline_ms
         if self.phase is RegionPhase.RESETTING:
-            if self._reset_deadline_ms is not None and now_ms >= self._reset_deadline_ms:
-                return self._start_reset(now_ms, f"reset attempt {self.attempt} timed out")
-            return []
+            return self._start_reset(now_ms, f"reset attempt {self.attempt} timed out") if late else []
+        if self.phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING) and late:
+            # a member that never answers (it died) fails the cycle: the region resets, as seed 000's does
+            waiting = ", ".join(sorted(self._pending))
+            return self._start_reset(now_ms, f"checkpoint {self.checkpoint_id} timed out waiting for {waiting}")
         if self.phase is RegionPhase.IDLE and self._next_cycle_ms is not None and now_ms >= self._next_cycle_ms:
-            return self._start_cycle()
+            return self._start_cycle(now_ms)
         return []
 
     def request_checkpoint(self, now_ms: int) -> list[ControlEffect]:
         """An operator-driven region asks for a cycle now (ignored while one runs or a reset is under way)."""
-        return self._start_cycle() if self.phase is RegionPhase.IDLE else []
+        return self._start_cycle(now_ms) if self.phase is RegionPhase.IDLE else []
 
     # --- membership -------------------------------------------------------------------------------------
 
@@ -130,10 +132,11 @@ class RegionController:
 
     # --- cycle ------------------------------------------------------------------------------------------
 
-    def _start_cycle(self) -> list[ControlEffect]:
+    def _start_cycle(self, now_ms: int) -> list[ControlEffect]:
         self.checkpoint_id += 1
         self.phase = RegionPhase.DRAINING
         self._pending = set(self.members)
+        self._reset_deadline_ms = now_ms + self.reset_timeout_ms  # the cycle's deadline too
         if not self._pending:  # nobody to wait for: the cycle is trivially done
             return [StartDrain(self.checkpoint_id), *self._advance_from_draining()]
         return [StartDrain(self.checkpoint_id)]

@@ -122,3 +122,11 @@ def test_tasks_and_errors_wake_a_waiting_poll() -> None:
     assert isinstance(buf.take_error(), ValueError)
     buf.wakeup()
     assert buf.wait(5.0) is True  # woken, not timed out
+
+
+def test_a_nudge_is_not_a_wakeup() -> None:
+    buf = FetchBuffer()
+    buf.nudge()  # a blocking call's result arrived: waiters look again, but poll must not raise
+    assert buf.wait(0.05) is False
+    finished = [False]
+    buf.wait_tasks(5.0, lambda: not finished[0])  # returns at once: the call is done

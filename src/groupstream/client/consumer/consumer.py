@@ -99,10 +99,10 @@ class Consumer:
         timeout = self.config.default_api_timeout_ms / 1000 if timeout_s is None else timeout_s
         deadline_ms = monotonic_ms() + int(timeout * 1000)
         future = self._thread.submit(NetworkCall(fn, deadline_ms))
-        future.add_done_callback(lambda _f: self._buffer.wakeup())
+        future.add_done_callback(lambda _f: self._buffer.nudge())
         while not future.done():
             self._run_tasks()
-            self._buffer.wait_tasks(_WAIT_SLICE_S)
+            self._buffer.wait_tasks(1.0, future.done)
         self._run_tasks()
         try:
             return future.result()
@@ -199,6 +199,15 @@ class Consumer:
                 raise WakeupError("wakeup() interrupted poll()")
             if not self._thread.alive:
                 self._check_open()
+
+    def run_callbacks(self) -> None:
+        """Run due rebalance and commit callbacks and count as a poll for ``max.poll.interval.ms``, without
+        returning records: for an application that stopped consuming for a while (it drains, or waits for a
+        coordinated reset) but must keep its group membership current."""
+        self._check_open()
+        self._post(self._poll_called)
+        self._run_tasks()
+        self._raise_pending()
 
     def _poll_called(self) -> None:
         membership = self._core.membership

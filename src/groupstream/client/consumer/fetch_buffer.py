@@ -223,17 +223,22 @@ class FetchBuffer:
             woken, self._woken = self._woken, False
             return woken
 
-    def wait_tasks(self, timeout_s: float) -> None:
-        """Wait (at most ``timeout_s``) for a task, an error or a wakeup, not for records: how a blocking call
-        waits for its result while it keeps running callbacks."""
+    def nudge(self) -> None:
+        """Wake waiters to look again (a blocking call's result arrived); unlike ``wakeup`` it makes no
+        ``poll`` raise."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_tasks(self, timeout_s: float, done: Callable[[], bool]) -> None:
+        """Wait (at most ``timeout_s``) until ``done()``, or a task or an error is there, not for records: how a
+        blocking call waits for its result while it keeps running callbacks."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while not (self._woken or self._tasks or self._errors):
+            while not (done() or self._tasks or self._errors):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
                 self._cond.wait(remaining)
-            self._woken = False
 
     def wait_position(self, tp: TopicPartition, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
