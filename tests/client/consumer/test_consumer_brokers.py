@@ -270,3 +270,21 @@ def test_kip822_pause_survives_a_cooperative_rebalance(bs: str) -> None:
             second.close()
     finally:
         first.close()
+
+
+def test_poll_arrow_gives_sparks_kafka_columns(groupstream_broker: BrokerProcess) -> None:
+    bs = groupstream_broker.bootstrap
+    topic = new_topic(bs, 2, 300, timestamp_ms=1_700_000_000_000)
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(topic, 0), (topic, 1)])
+        rows: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while len(rows) < 300 and time.monotonic() < deadline:
+            batch = c.poll_arrow(0.5)
+            assert batch.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                          "timestampType", "headers"]  # fmt: skip
+            rows.extend(batch.to_pylist())
+    assert len(rows) == 300
+    first = next(r for r in rows if r["value"] == b"v7")
+    assert (first["key"], first["topic"], first["partition"], first["offset"]) == (b"k7", topic, 1, 3)
+    assert int(first["timestamp"].timestamp() * 1000) == 1_700_000_000_007 and first["headers"] == []

@@ -25,6 +25,8 @@ from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRe
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.records import RecordBatch, iter_record_batches
+from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT
+from groupstream.protocol.records.record import decode_records
 
 __all__ = ["Fetcher"]
 
@@ -46,7 +48,6 @@ _REFRESH = frozenset(
         ErrorCode.INCONSISTENT_TOPIC_ID,
     }
 )
-_new_record: Callable[..., ConsumerRecord] = tuple.__new__
 
 
 class Fetcher:
@@ -179,11 +180,16 @@ class Fetcher:
                 position = batch.next_offset
                 continue
             if not batch.is_control:
-                ts_type = batch.timestamp_type
-                append = out.append
-                for r in batch.records():
-                    if r.offset >= offset:
-                        append(_new_record(ConsumerRecord, (topic, partition, r[0], r[1], r[2], r[3], r[4], ts_type)))
+                h = batch.header
+                # LogAppendTime: the broker's time, carried once per batch, is every record's timestamp
+                log_append = bool(h.attributes & TIMESTAMP_TYPE_BIT)
+                records = decode_records(batch.records_data(), h.records_count, h.base_offset,
+                                         h.base_timestamp, ConsumerRecord, (topic, partition), (int(log_append),))  # fmt: skip
+                if log_append:
+                    records = [r._replace(timestamp=h.max_timestamp) for r in records]
+                if h.base_offset < offset:  # the batch the fetch offset falls in
+                    records = [r for r in records if r.offset >= offset]
+                out.extend(records)
             position = batch.next_offset
         return out, position
 

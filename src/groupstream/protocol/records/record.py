@@ -32,7 +32,7 @@ class Record(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
-_new_record = cast(Callable[[type[Record], tuple[Any, ...]], Record], tuple.__new__)
+_new_record = cast(Callable[[type[tuple[Any, ...]], tuple[Any, ...]], Any], tuple.__new__)
 
 # zig-zag decode of every one-byte varint, and of every two-byte varint indexed by (b1 << 7) | (b0 & 0x7F)
 _ZZ1: tuple[int, ...] = tuple((i >> 1) ^ -(i & 1) for i in range(128))
@@ -90,8 +90,20 @@ def _read_headers(d: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
     return tuple(headers), pos
 
 
-def decode_records(d: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
+def decode_records(
+    d: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    record_type: type[tuple[Any, ...]] = Record,
+    prefix: tuple[Any, ...] = (),
+    suffix: tuple[Any, ...] = (),
+) -> list[Any]:
     """Decode exactly ``count`` records filling all of ``d`` (a batch's uncompressed records section).
+
+    Each record is a ``record_type`` tuple of ``prefix + (offset, timestamp, key, value, headers) + suffix``:
+    a consumer builds its own record type (topic and partition first) in the same pass, with no second tuple
+    per record. (Concatenating an empty tuple costs nothing: CPython returns the other operand.)
 
     Raises PeerProtocolError if a record is truncated, longer or shorter than its declared length, or if
     bytes remain after the last one (Java rejects the same batches).
@@ -102,7 +114,8 @@ def decode_records(d: bytes, count: int, base_offset: int, base_timestamp: int) 
     zz2 = _ZZ2
     slow = _read_varint_slow
     new = _new_record
-    rec = Record
+    rec = record_type
+    pre, post = prefix, suffix
     no_headers: tuple[Header, ...] = ()
     pos = 0
     try:
@@ -174,7 +187,7 @@ def decode_records(d: bytes, count: int, base_offset: int, base_timestamp: int) 
                 raise PeerProtocolError(
                     f"record declares {length} bytes but its fields take {length + pos - end}"
                 )
-            append(new(rec, (base_offset + od, base_timestamp + ts, key, value, headers)))
+            append(new(rec, pre + (base_offset + od, base_timestamp + ts, key, value, headers) + post))  # noqa: RUF005 (faster than unpacking when both are empty, the common case)
     except IndexError:
         raise PeerProtocolError("record batch records are truncated") from None
     except UnicodeDecodeError:
