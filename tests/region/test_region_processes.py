@@ -149,6 +149,10 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
     resets = _check_resumption(procs, tmp_path / "out", topic)
     assert resets >= 3, f"only {resets} resets were logged: the scenario did not happen"
     assert re.search(r"checkpoint \d+ failed", c.text())
+    # the seed's metrics, with every checkpoint
+    metrics = [e["event"] for e in c.events() if str(e.get("event", "")).startswith("metrics ")]
+    assert metrics and re.search(r'groupstream_region_partitions_assigned\{member="c",group="[^"]+"\} [1-9]', metrics[-1])
+    assert re.search(r"groupstream_region_max_drain_ms\{[^}]+\} \d+", metrics[-1])
 
 
 def _output(table: Path) -> list[bytes]:

@@ -19,6 +19,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,6 @@ def run_controller(args: argparse.Namespace) -> int:
         while not stop.is_set():
             for command in runtime.step(0.5):
                 _say(controller=args.region, event="command", kind=command.kind, seq=command.seq,
-                     checkpoint=command.checkpoint_id, attempt=command.attempt)  # fmt: skip
+                     checkpoint=command.checkpoint_id, attempt=command.attempt, at_ms=time.time_ns() // 1_000_000)  # fmt: skip
     sys.stdout.flush()
     return 0

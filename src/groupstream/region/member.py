@@ -178,6 +178,13 @@ class RegionMember:
         self.events.append(f"assigned {sorted(partitions)} in {self.core.state.value}")
         self._core(self.core.on_partitions_assigned, partitions, assignable, start)
 
+    def metrics_line(self) -> str:
+        """The seed's operator metrics, Prometheus-style."""
+        m, labels = self.core.metrics, f'member="{self.config.member_id}",group="{self.config.group}"'
+        return (f"metrics groupstream_region_partitions_assigned{{{labels}}} {self.core.n_partitions_assigned} "
+                f"groupstream_region_last_drain_ms{{{labels}}} {m.last_drain_ms} "
+                f"groupstream_region_max_drain_ms{{{labels}}} {m.max_drain_ms}")  # fmt: skip
+
     # --- commands ---------------------------------------------------------------------------------------
 
     def _follow_commands(self) -> None:
@@ -203,6 +210,7 @@ class RegionMember:
                 self._ack(c, f"{type(e).__name__}: {e}")
                 return
             self.events.append(f"checkpoint {c.checkpoint_id}: {dict(data.offset_manager)}")
+            self.events.append(self.metrics_line())
             self._ack(c)
         elif c.kind == "resume":
             state = self.plane.read(lambda v: v.state)

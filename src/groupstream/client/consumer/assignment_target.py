@@ -5,7 +5,8 @@ the partitions from the fetch buffer first (nothing of theirs is fetched or retu
 their positions when auto commit is on, and only then runs ``on_partitions_revoked`` on the application thread,
 inside ``poll``; the step is done when the callback returned, and the manager may then tell the coordinator.
 Assigning adds the new partitions (positions come from the group's commits or ``auto.offset.reset``) and keeps
-the others as they are, paused ones included (KIP-822), then runs ``on_partitions_assigned`` with the added
+the others as they are, paused ones included (KIP-822; a partition an eager rebalance revoked while paused comes
+back paused too), then runs ``on_partitions_assigned`` with the added
 ones. Losing drops partitions without a commit and runs ``on_partitions_lost`` (``on_partitions_revoked`` for
 a listener without it, as Kafka does). Without a listener the steps finish at once, on the network thread.
 """
@@ -42,11 +43,15 @@ class ConsumerAssignmentTarget:
         self._listener = listener
         self._commit = commit
         self._on_network_thread = on_network_thread
+        self._paused_when_revoked: set[TopicPartition] = set()
 
     def owned_partitions(self) -> frozenset[TopicPartition]:
         return self._buffer.assignment()
 
     def revoke(self, partitions: frozenset[TopicPartition], done: StepDone) -> None:
+        # KIP-822: an eager rebalance revokes everything and may give a partition straight back; it comes back
+        # paused if it was paused
+        self._paused_when_revoked |= self._buffer.paused() & partitions
         positions = self._buffer.remove(partitions)
         log.info("revoking %s", sorted(partitions))
 
@@ -62,6 +67,10 @@ class ConsumerAssignmentTarget:
 
     def assign(self, assignment: frozenset[TopicPartition], added: frozenset[TopicPartition], done: StepDone) -> None:
         self._buffer.assign(assignment)
+        again_paused = sorted(self._paused_when_revoked & added)
+        if again_paused:
+            self._buffer.set_paused(again_paused, True)
+        self._paused_when_revoked.clear()
         log.info("assigned %s (new: %s)", sorted(assignment), sorted(added))
         self._callback("on_partitions_assigned", added, done)
 
