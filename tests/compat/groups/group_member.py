@@ -18,7 +18,7 @@ Commands on stdin, one per line: ``close`` (leave gracefully: ``consumer.close()
 was processed and not yet committed, at once, without polling first), ``more N`` (process N more records,
 then be idle again; confluent only).
 
-Config keys: client (confluent | kafka-python | aiokafka), bootstrap, group, topics, strategy, name,
+Config keys: client (confluent | kafka-python | aiokafka | groupstream), bootstrap, group, topics, strategy, name,
 instance_id, session_timeout_ms, heartbeat_ms, max_poll_interval_ms, max_records (per poll), batch_delay_s
 (simulated processing time per non-empty batch), commit (``batch``: after every batch; ``manual``: only on
 the ``commit`` command), stop_after (records; then idle; confluent only), poll_timeout_ms (kafka-python:
@@ -297,6 +297,80 @@ def run_kafka_python(cfg: dict[str, Any], cmds: Commands) -> None:
     emit("closed")
 
 
+# --- groupstream (our consumer) ------------------------------------------------------------------------------
+
+
+def run_groupstream(cfg: dict[str, Any], cmds: Commands) -> None:
+    from groupstream import Consumer
+
+    st = State(cfg)
+
+    class Listener:  # runs on this thread, inside poll
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in revoked}, "revoke")
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            st.set_owned(st.owned | {(tp.topic, tp.partition) for tp in assigned}, "assign")
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in lost}, "lost")
+
+    conf: dict[str, Any] = {
+        "bootstrap.servers": cfg["bootstrap"],
+        "group.id": cfg["group"],
+        "client.id": cfg.get("name", "member"),
+        "partition.assignment.strategy": cfg.get("strategy", "range"),
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
+        "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
+        "max.poll.interval.ms": cfg.get("max_poll_interval_ms", 60000),
+        "max.poll.records": int(cfg.get("max_records", 50)),
+        "metadata.max.age.ms": 2000,
+    }
+    if cfg.get("instance_id"):
+        conf["group.instance.id"] = cfg["instance_id"]
+    consumer = Consumer(conf)
+    consumer.subscribe(list(cfg["topics"]), listener=Listener())
+
+    def commit() -> None:
+        offsets = dict(st.pending)
+        if not offsets:
+            return
+        sent = time.monotonic()
+        emit("committing", t=sent, offsets=_rows(offsets))
+        try:
+            consumer.commit({(t, p): o for (t, p), o in offsets.items()})
+        except Exception as e:
+            emit("commit", sent=sent, ok=False, err=type(e).__name__, offsets=_rows(offsets))
+            fatal = getattr(e, "name", "") == "FENCED_INSTANCE_ID"
+            if fatal:
+                emit("error", err="FENCED_INSTANCE_ID", msg=str(e), fatal=True)
+            return
+        emit("commit", sent=sent, ok=True, err=None, offsets=_rows(offsets))
+        for tp, o in offsets.items():
+            if st.pending.get(tp) == o:
+                del st.pending[tp]
+
+    while True:
+        cmd = cmds.get()
+        if cmd == "close":
+            break
+        if cmd == "commit":
+            commit()
+        try:
+            records = consumer.poll(0.5)
+        except Exception as e:  # a fatal error (a fenced static member): stop, as an application must
+            emit("error", err=getattr(e, "name", type(e).__name__), msg=str(e), fatal=True)
+            break
+        recs = [[r.topic, r.partition, r.offset] for r in records]
+        st.processed_batch(recs)
+        if recs and cfg.get("commit", "batch") == "batch":
+            commit()
+    consumer.close()
+    emit("closed")
+
+
 # --- aiokafka --------------------------------------------------------------------------------------------
 
 
@@ -368,7 +442,8 @@ async def _aiokafka(cfg: dict[str, Any], cmds: Commands) -> None:
     emit("closed")
 
 
-DRIVERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+DRIVERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+           "groupstream": run_groupstream}
 
 
 def main() -> None:

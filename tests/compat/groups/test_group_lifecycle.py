@@ -1,5 +1,6 @@
 """Real clients form consumer groups: confluent-kafka (range, roundrobin, cooperative-sticky), kafka-python
-(range, roundrobin, sticky) and aiokafka (range), each member in its own process.
+(range, roundrobin, sticky), aiokafka (range) and our own consumer (all four assignors), each member in its own
+process.
 
 One scenario per client and assignor, while records flow (members simulate processing time, so every
 rebalance happens mid-stream):
@@ -47,6 +48,10 @@ CASES = [
     ("kafka-python", "roundrobin"),
     ("kafka-python", "sticky"),
     ("aiokafka", "range"),
+    ("groupstream", "range"),
+    ("groupstream", "roundrobin"),
+    ("groupstream", "sticky"),
+    ("groupstream", "cooperative-sticky"),
 ]
 
 
@@ -54,7 +59,20 @@ CASES = [
 def test_group_join_crash_leave_resume(
     group_broker: BrokerProcess, members: Members, client: str, strategy: str
 ) -> None:
-    bs = group_broker.bootstrap
+    scenario(group_broker.bootstrap, members, client, strategy)
+
+
+OUR_STRATEGIES = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+
+
+@pytest.mark.parametrize("strategy", OUR_STRATEGIES)
+def test_our_consumer_on_tansu(tansu_broker: BrokerProcess, members: Members, strategy: str) -> None:
+    """Our client must work against any Kafka broker: the same scenario with Tansu as the broker (run by
+    ``make test``, unlike the Tansu self-check of the cases above)."""
+    scenario(tansu_broker.bootstrap, members, "groupstream", strategy)
+
+
+def scenario(bs: str, members: Members, client: str, strategy: str) -> None:
     topic, group = unique(f"grp-{client}"), unique(f"g-{client}-{strategy}")
     create_topic(bs, topic, PARTITIONS)
     produced = produce(bs, topic, FIRST_BATCH, PARTITIONS, "first")
