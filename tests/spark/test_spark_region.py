@@ -210,3 +210,44 @@ def _check_contiguous_ranges(instances: list[Instance], ends: dict[tuple[str, in
             position, owner = e, name
         assert position == end, f"partition {p}: published up to {position}, the log ends at {end}"
     assert handovers >= PARTITIONS // 2, f"only {handovers} handovers between instances: the scenario did not happen"
+
+
+def test_pipeline_run_instances_starts_a_region_that_stops_once_caught_up(broker: BrokerProcess, tmp_path: Path) -> None:
+    bs = broker.bootstrap
+    topic = new_topic(bs, 4, prefix="region-n")
+    with Admin({"bootstrap.servers": bs}) as admin:
+        produce(admin.connection, topic, [ProducerRecord(b"n%05d" % i, b"k%d" % i) for i in range(2000)])
+    (tmp_path / "p.toml").write_text(f'''
+[source]
+topic = "{topic}"
+starting_offsets = "earliest"
+group_id = "region-instances"
+options = {{ maxOffsetsPerTrigger = "500" }}
+
+[transform]
+sql = "SELECT CAST(value AS STRING) AS v, partition, offset FROM source"
+
+[sink]
+path = "out/table"
+checkpoint = "out/checkpoints"
+trigger = "1 second"
+
+[region]
+instances = 2
+''')
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")
+    proc = subprocess.run([*groupstream_command(), "pipeline", "run", "p.toml", "--bootstrap-server", bs,
+                           "--master", "local[1]", "--until-caught-up"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "a region of 2 instances (i0, i1)" in proc.stdout
+    for name in ("i0", "i1"):  # both ran as members of the region, and each stopped once the region caught up
+        lines = [x for x in proc.stdout.splitlines() if x.startswith(f"[{name}] {{")]
+        events = [json.loads(x.split(" ", 1)[1])["event"] for x in lines]
+        assert "started" in events and "stopped" in events, proc.stdout[-2000:]
+    assert "all 2 instances stopped" in proc.stdout
+    import pyarrow.parquet as pq
+
+    values = [v for f in sorted((tmp_path / "out" / "table").glob("part-*.parquet"))
+              for v in pq.read_table(f).column("v").to_pylist()]  # fmt: skip
+    assert sorted(values) == [f"n{i:05d}" for i in range(2000)]
