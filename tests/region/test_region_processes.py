@@ -16,7 +16,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from typing import Any
 import pytest
 
 from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.lite import ProducerRecord, produce
 from support.brokers import BrokerProcess, groupstream_command
+from support.feed import Feed
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours, pytest.mark.slow]
@@ -49,22 +48,6 @@ class Proc:
 
     def text(self) -> str:
         return self.log.read_text()
-
-
-class Feed(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
-        self.stop_event = threading.Event()
-        self.produced = 0
-
-    def run(self) -> None:
-        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
-            while not self.stop_event.is_set():
-                batch = [ProducerRecord(b"r%07d" % i, b"k%d" % i) for i in range(self.produced, self.produced + 120)]
-                produce(admin.connection, self.topic, batch)
-                self.produced += len(batch)
-                self.stop_event.wait(0.5)  # the feed's pace, not a wait for a condition
 
 
 def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and_a_failed_checkpoint(
@@ -101,7 +84,7 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
 
     controller = Proc("controller", ["controller", *common, "--period-ms", "1500"], tmp_path)
     procs.append(controller)
-    feed = Feed(bs, topic)
+    feed = Feed(bs, topic, batch=120)
     try:
         a, b, c = member("a"), member("b"), member("c")
         feed.start()

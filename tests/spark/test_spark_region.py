@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from groupstream.client.admin import Admin
 from groupstream.client.lite import ProducerRecord, produce
 from groupstream.region.ledger import OffsetLedger
 from support.brokers import BrokerProcess, groupstream_command
+from support.feed import Feed
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -68,25 +68,6 @@ class Instance:
             self.proc.wait(timeout=120)
 
 
-class Feed(threading.Thread):
-    """Unique values, a hundred every half second, until stopped: records keep arriving while instances come
-    and go."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
-        self.stop_event = threading.Event()
-        self.produced = 0
-
-    def run(self) -> None:
-        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
-            while not self.stop_event.is_set():
-                start = self.produced
-                produce(admin.connection, self.topic, [ProducerRecord(b"r%06d" % i, b"k%d" % i) for i in range(start, start + 100)])
-                self.produced += 100
-                self.stop_event.wait(0.5)  # the feed's pace, not a wait for a condition
-
-
 def test_two_spark_instances_share_a_group_and_write_every_record_once(broker: BrokerProcess, tmp_path: Path) -> None:
     bs = broker.bootstrap
     topic = new_topic(bs, PARTITIONS, prefix="region")
@@ -125,7 +106,7 @@ trigger = "1 second"
 ''')
     logs = tmp_path / "logs"
     logs.mkdir()
-    feeder = Feed(bs, topic)
+    feeder = Feed(bs, topic, value_format=b"r%06d")
     instances: list[Instance] = []
 
     def start(name: str) -> Instance:
