@@ -97,6 +97,24 @@ class State:
         return stop_after is not None and self.processed >= int(stop_after)
 
 
+def kafka_properties(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The member's settings under Kafka's property names (confluent-kafka's and ours)."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": cfg["bootstrap"],
+        "group.id": cfg["group"],
+        "client.id": cfg.get("name", "member"),
+        "partition.assignment.strategy": cfg.get("strategy", "range"),
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
+        "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
+        "max.poll.interval.ms": cfg.get("max_poll_interval_ms", 60000),
+    }
+    if cfg.get("instance_id"):
+        conf["group.instance.id"] = cfg["instance_id"]
+    return conf
+
+
 # --- confluent-kafka -------------------------------------------------------------------------------------
 
 
@@ -115,21 +133,8 @@ def run_confluent(cfg: dict[str, Any], cmds: Commands) -> None:
         if is_fatal(err):
             fatal.append(err.name())
 
-    conf: dict[str, Any] = {
-        "bootstrap.servers": cfg["bootstrap"],
-        "group.id": cfg["group"],
-        "client.id": cfg.get("name", "member"),
-        "partition.assignment.strategy": cfg.get("strategy", "range"),
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
-        "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
-        "max.poll.interval.ms": cfg.get("max_poll_interval_ms", 60000),
-        "topic.metadata.refresh.interval.ms": 2000,
-        "error_cb": on_error,
-    }
-    if cfg.get("instance_id"):
-        conf["group.instance.id"] = cfg["instance_id"]
+    conf = kafka_properties(cfg)
+    conf.update({"topic.metadata.refresh.interval.ms": 2000, "error_cb": on_error})
     if os.environ.get("GROUP_MEMBER_DEBUG"):
         conf["debug"] = "cgrp"
     consumer = Consumer(conf)
@@ -315,21 +320,8 @@ def run_groupstream(cfg: dict[str, Any], cmds: Commands) -> None:
         def on_partitions_lost(self, lost: Any) -> None:
             st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in lost}, "lost")
 
-    conf: dict[str, Any] = {
-        "bootstrap.servers": cfg["bootstrap"],
-        "group.id": cfg["group"],
-        "client.id": cfg.get("name", "member"),
-        "partition.assignment.strategy": cfg.get("strategy", "range"),
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
-        "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
-        "max.poll.interval.ms": cfg.get("max_poll_interval_ms", 60000),
-        "max.poll.records": int(cfg.get("max_records", 50)),
-        "metadata.max.age.ms": 2000,
-    }
-    if cfg.get("instance_id"):
-        conf["group.instance.id"] = cfg["instance_id"]
+    conf = kafka_properties(cfg)
+    conf.update({"max.poll.records": int(cfg.get("max_records", 50)), "metadata.max.age.ms": 2000})
     consumer = Consumer(conf)
     consumer.subscribe(list(cfg["topics"]), listener=Listener())
 
