@@ -1,8 +1,10 @@
 """FindCoordinator for the consumer's group (network thread): the `CoordinatorLocator` every manager that talks
 to the coordinator shares, so a NOT_COORDINATOR seen by one (a commit, a heartbeat) makes all look again.
 
-The coordinator is a broker: the response's node id, host and port are added to the metadata's brokers so the
-network client can connect to it even before the next metadata refresh lists it.
+Group requests go to the coordinator over a connection of their own, as the Java client does (it names the
+coordinator ``Integer.MAX_VALUE - node id``): a broker answers one connection's requests in order, so on the
+connection that carries fetches a commit or a heartbeat would wait behind a long-polling Fetch
+(``fetch.max.wait.ms``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["GroupCoordinatorLocator"]
 log = logging.getLogger("groupstream.client.consumer")
 
 _FIND = by_name("FindCoordinator")
+COORDINATOR_NODE_BASE = 2**31 - 1
 
 
 class GroupCoordinatorLocator:
@@ -81,6 +84,7 @@ class GroupCoordinatorLocator:
             log.debug("group %s: no coordinator yet (%s)", self.group_id, error)
             return
         node, host, port = found
-        self._metadata.add_broker(node, host, port)
-        self._node = node
+        own = COORDINATOR_NODE_BASE - node
+        self._metadata.add_broker(own, host, port)
+        self._node = own
         self._attempts = 0

@@ -47,6 +47,7 @@ class MetadataCache:
         self._topics: set[str] = set()
         self._all_topics = False
         self._brokers: dict[int, BrokerInfo] = {}
+        self._extra_brokers: dict[int, BrokerInfo] = {}
         self._leaders: dict[tuple[str, int], int] = {}
         self._need_update = True  # the first poll always asks: it learns the brokers
         self._in_flight = False
@@ -98,13 +99,12 @@ class MetadataCache:
         return self._brokers
 
     def add_broker(self, node_id: int, host: str, port: int) -> None:
-        """A broker learnt outside Metadata (a FindCoordinator answer), reachable until the next refresh
-        lists the brokers again."""
-        if node_id not in self._brokers:
-            self._brokers[node_id] = BrokerInfo(node_id, host, port, None)
+        """An address learnt outside Metadata, kept across refreshes: the group coordinator, which a consumer
+        reaches under a node id of its own (so that its requests get their own connection, as Java's do)."""
+        self._extra_brokers[node_id] = BrokerInfo(node_id, host, port, None)
 
     def broker(self, node_id: int) -> BrokerInfo | None:
-        return self._brokers.get(node_id)
+        return self._brokers.get(node_id) or self._extra_brokers.get(node_id)
 
     def topic(self, name: str) -> TopicDescription | None:
         return self.cluster.topics.get(name)
