@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from groupstream.coordinator.offsets import NO_EXPIRE_TIMESTAMP, OffsetAndMetadata
+from groupstream.protocol import consumer_group_records  # noqa: F401  (registers the KIP-848 record types)
 from groupstream.protocol.group_records import (
     GROUP_METADATA_KEY_TYPE,
     GROUP_METADATA_VALUE_VERSION,
