@@ -1,0 +1,92 @@
+"""KIP-848 reconciliation as a pure function: a member's next assignment from its current one, the group's
+target assignment for it, what it reports it owns, and who owns every partition now.
+
+The rules (the semantics of Kafka's CurrentAssignmentBuilder):
+
+- revoke first: a member with partitions the target no longer gives it keeps its epoch, keeps the partitions
+  that stay, and must give up the others (UNREVOKED_PARTITIONS). It gets nothing new until it has reported
+  that it no longer owns them;
+- assign a partition only once its previous owner released it: a partition another member still holds (in
+  its assignment or pending its revocation) waits (UNRELEASED_PARTITIONS); the member moves to the target
+  epoch with what it can have now;
+- otherwise the member takes the whole target at the target epoch (STABLE).
+
+So at every moment a partition belongs to at most one member: a new owner gets it only after the old owner's
+revocation was acknowledged. ``owner_of(partition)`` answers for the group as it is now (None: nobody).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Set
+from dataclasses import dataclass
+from enum import IntEnum
+
+__all__ = ["MemberAssignment", "MemberState", "owners", "reconcile"]
+
+Partition = tuple[str, int]
+
+
+class MemberState(IntEnum):
+    """Kafka's values, as ConsumerGroupCurrentMemberAssignment records them."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+@dataclass(frozen=True, slots=True)
+class MemberAssignment:
+    member_id: str
+    epoch: int
+    previous_epoch: int
+    state: MemberState
+    assigned: frozenset[Partition]
+    pending_revocation: frozenset[Partition] = frozenset()
+
+    def holds(self) -> frozenset[Partition]:
+        """What no other member may be given: assigned, or still to be revoked."""
+        return self.assigned | self.pending_revocation
+
+
+def reconcile(
+    member: MemberAssignment,
+    target_epoch: int,
+    target: Set[Partition],
+    owned: Set[Partition] | None,
+    owner_of: Callable[[Partition], str | None],
+) -> MemberAssignment:
+    """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
+    pending revocation stays pending)."""
+    if member.state is MemberState.UNREVOKED_PARTITIONS:
+        if owned is None or owned & member.pending_revocation:
+            return member  # still waiting for the member to give them up
+        member = MemberAssignment(member.member_id, member.epoch, member.previous_epoch, member.state,
+                                  member.assigned, frozenset())  # fmt: skip
+    elif member.state is MemberState.STABLE and member.epoch == target_epoch:
+        return member
+    return _next(member, target_epoch, frozenset(target), owner_of)
+
+
+def _next(
+    member: MemberAssignment, target_epoch: int, target: frozenset[Partition], owner_of: Callable[[Partition], str | None]
+) -> MemberAssignment:
+    keep = member.assigned & target
+    revoke = member.assigned - target
+    if revoke:
+        return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,
+                                MemberState.UNREVOKED_PARTITIONS, keep, revoke)  # fmt: skip
+    new = target - member.assigned
+    free = frozenset(p for p in new if owner_of(p) in (None, member.member_id))
+    state = MemberState.STABLE if free == new else MemberState.UNRELEASED_PARTITIONS
+    previous = member.epoch if member.epoch != target_epoch else member.previous_epoch
+    return MemberAssignment(member.member_id, target_epoch, previous, state, keep | free)
+
+
+def owners(members: Mapping[str, MemberAssignment]) -> dict[Partition, str]:
+    """Partition -> the member holding it (assigned or pending revocation)."""
+    out: dict[Partition, str] = {}
+    for m in members.values():
+        for p in m.holds():
+            out[p] = m.member_id
+    return out
