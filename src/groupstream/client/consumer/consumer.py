@@ -212,7 +212,7 @@ class Consumer:
     def _poll_called(self) -> None:
         membership = self._core.membership
         if membership is not None:
-            membership.poll_called(self._core._now)
+            membership.poll_called(self._core.now_ms)
 
     def poll_arrow(self, timeout: float | None = 1.0) -> Any:
         """Like ``poll``, as one ``pyarrow.RecordBatch`` with Spark's Kafka columns (key, value, topic,
@@ -343,7 +343,7 @@ class Consumer:
                 log.warning("asynchronous commit failed: %s", error)
 
         self._check_open()
-        self._post(lambda: commits.commit(chosen, self._core._now, timeout_ms, done))
+        self._post(lambda: commits.commit(chosen, self._core.now_ms, timeout_ms, done))
         return None
 
     def committed(self, partitions: Partitions, timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:

@@ -70,6 +70,8 @@ class ConsumerCore:
         self._member_id = str(uuid.uuid4())
         self._next_auto_commit_ms: int | None = None
         self._last_auto_commit: dict[TopicPartition, int] = {}
+        self._leaving: MembershipManager | None = None  # a manager leaving the group after unsubscribe/close
+        self.now_ms = 0  # the network thread's last clock reading (application calls that need one use it)
 
     # --- events --------------------------------------------------------------------------------------------
 
@@ -189,15 +191,12 @@ class ConsumerCore:
         self, offsets: dict[TopicPartition, OffsetAndMetadata], done: Callable[[BaseException | None], None]
     ) -> None:
         assert self.commits is not None
-        self.commits.commit(offsets, self._now, self.cfg.default_api_timeout_ms, lambda _r, e: done(e))
+        self.commits.commit(offsets, self.now_ms, self.cfg.default_api_timeout_ms, lambda _r, e: done(e))
 
     # --- the request manager ---------------------------------------------------------------------------------
 
-    _now = 0
-    _leaving: MembershipManager | None = None
-
     def poll(self, now_ms: int) -> PollResult:
-        self._now = now_ms
+        self.now_ms = now_ms
         delay: int | None = None
         requests: list[Any] = []
         if self.pattern is not None and self.cfg.group_protocol == "classic" and self.membership is not None:
