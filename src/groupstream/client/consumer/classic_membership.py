@@ -167,6 +167,11 @@ class ClassicMembershipManager:
         if error_code == E.REBALANCE_IN_PROGRESS:
             self._request_rejoin()
         elif error_code in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID):
+            if self.state is not S.STABLE:
+                # The answer is about a generation this member is already leaving: a (re)join is under way.
+                # Resetting now would orphan the JoinGroup in flight, which the coordinator holds until the
+                # rebalance ends, and stall the member for the rebalance timeout (seen on Tansu).
+                return
             self._reset(now_ms, forget_member_id=error_code == E.UNKNOWN_MEMBER_ID)
         elif error_code == E.FENCED_INSTANCE_ID:
             self._fail(E.FENCED_INSTANCE_ID)
