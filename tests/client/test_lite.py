@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +15,7 @@ from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.partitioner import default_partition
 from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.broker_ours
 
@@ -127,7 +127,7 @@ def test_follow_mode_waits_for_new_records(admin: Admin, groupstream_broker: Bro
 
     thread = threading.Thread(target=follow)
     thread.start()
-    _wait_for(lambda: len(got) == 1 or bool(errors) or not thread.is_alive(), "the follower to read 'old'")
+    wait_until(lambda: len(got) == 1 or bool(errors) or not thread.is_alive(), 30.0, "the follower to read 'old'")
     assert thread.is_alive() and not errors  # past the end it keeps polling instead of stopping
     produce(admin.connection, name, [b"new"])
     thread.join(30)
@@ -135,9 +135,3 @@ def test_follow_mode_waits_for_new_records(admin: Admin, groupstream_broker: Bro
     assert [r.value for r in got] == [b"old", b"new"]
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)  # poll interval of the deadline loop

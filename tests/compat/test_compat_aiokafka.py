@@ -102,7 +102,7 @@ def test_aiokafka_produce_consume(
 ) -> None:
     if broker.kind == "tansu" and scenario.idempotent:
         # aiokafka only speaks InitProducerId v0, which Tansu 0.6.0 answers with UNKNOWN_SERVER_ERROR.
-        request.applymarker(pytest.mark.xfail(raises=UnknownError, strict=True, reason="Tansu: InitProducerId v0"))
+        request.applymarker(pytest.mark.xfail(raises=UnknownError, strict=True, reason="Tansu 0.6 answers aiokafka's InitProducerId v0 with an error"))
     topic = unique_topic("aiokafka", scenario)
     records, acked, consumed, ends = asyncio.run(session(broker.bootstrap, topic, scenario))
     check_read_equals_acked(

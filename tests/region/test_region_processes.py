@@ -66,12 +66,11 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
         procs.append(p)
         return p
 
+    def logs() -> str:
+        return "\n".join(f"--- {p.log.name} (exit {p.proc.poll()})\n{p.text()[-2500:]}" for p in procs)
+
     def wait(condition: Any, timeout_s: float, what: str) -> None:
-        try:
-            wait_until(condition, timeout_s, what, interval_s=0.3)
-        except AssertionError as e:
-            logs = "\n".join(f"--- {p.log.name} (exit {p.proc.poll()})\n{p.text()[-2500:]}" for p in procs)
-            raise AssertionError(f"{e}\n{logs}") from None
+        wait_until(condition, timeout_s, what, interval_s=0.3, explain=logs)
 
     def checkpoints_done() -> int:
         return sum(1 for e in controller.events() if e.get("kind") == "resume")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.lite import ProducerRecord, produce
+from support.brokers import groupstream_command
 
 
 def new_topic(bootstrap: str, partitions: int, prefix: str = "sp") -> str:
@@ -41,3 +46,10 @@ def offsets_by_partition(rows: list[Any]) -> dict[int, list[int]]:
     for r in rows:
         out.setdefault(r.partition, []).append(r.offset)
     return {p: sorted(os) for p, os in sorted(out.items())}
+
+
+def run_cli(*args: str, cwd: Path, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    """``groupstream ARGS`` as a user runs it, with Spark's Python workers on this interpreter."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")
+    return subprocess.run([*groupstream_command(), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)  # fmt: skip

@@ -3,26 +3,17 @@ against our broker, and definitions with mistakes rejected in one line that name
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_kit import fill, new_topic
+from spark_kit import fill, new_topic, run_cli
 
 from groupstream.client.admin import Admin
 from groupstream.spark.pipeline import PipelineError, load_pipeline
-from support.brokers import BrokerProcess, groupstream_command
+from support.brokers import BrokerProcess
 
 pytestmark = pytest.mark.compat
-
-
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")
-    return subprocess.run([*groupstream_command(), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=240, check=False)  # fmt: skip
 
 
 def test_a_sql_pipeline_runs_until_caught_up_and_commits_to_its_group(
@@ -45,7 +36,7 @@ sql = "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, partition FR
 path = "out/table"
 checkpoint = "out/checkpoint"
 ''')
-    proc = run("pipeline", "run", "p.toml", "--bootstrap-server", bs, "--until-caught-up", cwd=tmp_path)
+    proc = run_cli("pipeline", "run", "p.toml", "--bootstrap-server", bs, "--until-caught-up", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1,500 records read" in proc.stdout
     rows = spark.read.parquet(str(tmp_path / "out" / "table")).collect()
@@ -78,7 +69,7 @@ topic = "{target}"
 checkpoint = "ck"
 trigger = "available-now"
 ''')
-    proc = run("pipeline", "run", "p.toml", "--bootstrap-server", bs, cwd=tmp_path)
+    proc = run_cli("pipeline", "run", "p.toml", "--bootstrap-server", bs, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = spark.read.format("groupstream").option("kafka.bootstrap.servers", bs).option(
         "subscribe", target).load().collect()  # fmt: skip
@@ -95,7 +86,7 @@ sql = "SELECT no_such_column FROM source"
 path = "out"
 checkpoint = "ck"
 ''')
-    proc = run("pipeline", "run", "p.toml", "--bootstrap-server", broker.bootstrap, cwd=tmp_path)
+    proc = run_cli("pipeline", "run", "p.toml", "--bootstrap-server", broker.bootstrap, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "Spark cannot run this pipeline" in proc.stderr and "no_such_column" in proc.stderr
@@ -134,6 +125,6 @@ def test_definition_mistakes_name_the_key(tmp_path: Path, text: str, message: st
 
 def test_the_cli_reports_a_bad_definition_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text("[source]\ntopic='t'\n[sink]\npath='o'")
-    proc = run("pipeline", "run", "p.toml", cwd=tmp_path)
+    proc = run_cli("pipeline", "run", "p.toml", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "p.toml: sink.checkpoint is required" in proc.stderr

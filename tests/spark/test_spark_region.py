@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_kit import new_topic
+from spark_kit import new_topic, run_cli
 
 from groupstream.client.admin import Admin
 from groupstream.client.lite import ProducerRecord, produce
@@ -114,12 +114,11 @@ trigger = "1 second"
         instances.append(inst)
         return inst
 
+    def instance_logs() -> str:
+        return "\n".join(f"--- {i.log.name} (exit {i.proc.poll()})\n{i.log.read_text()[-3000:]}" for i in instances)
+
     def wait(condition: Any, timeout_s: float, what: str) -> None:
-        try:
-            wait_until(condition, timeout_s, what, interval_s=0.5)
-        except AssertionError as e:
-            logs = "\n".join(f"--- {i.log.name} (exit {i.proc.poll()})\n{i.log.read_text()[-3000:]}" for i in instances)
-            raise AssertionError(f"{e}\n{logs}") from None
+        wait_until(condition, timeout_s, what, interval_s=0.5, explain=instance_logs)
 
     try:
         i0, i1 = start("i0"), start("i1")
@@ -216,10 +215,8 @@ trigger = "1 second"
 [region]
 instances = 2
 ''')
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")
-    proc = subprocess.run([*groupstream_command(), "pipeline", "run", "p.toml", "--bootstrap-server", bs,
-                           "--master", "local[1]", "--until-caught-up"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400, check=False)  # fmt: skip
+    proc = run_cli("pipeline", "run", "p.toml", "--bootstrap-server", bs, "--master", "local[1]",
+                   "--until-caught-up", cwd=tmp_path, timeout_s=400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "a region of 2 instances (i0, i1)" in proc.stdout
     for name in ("i0", "i1"):  # both ran as members of the region, and each stopped once the region caught up

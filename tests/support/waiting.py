@@ -8,10 +8,12 @@ from collections.abc import Callable
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition",
-               interval_s: float = 0.01) -> None:  # fmt: skip
-    """Return once ``condition()`` is truthy; AssertionError naming ``what`` after ``timeout_s``."""
+               interval_s: float = 0.01, explain: Callable[[], str] | None = None) -> None:  # fmt: skip
+    """Return once ``condition()`` is truthy; AssertionError naming ``what`` after ``timeout_s`` (followed by
+    ``explain()``, e.g. the logs of the processes involved)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
         time.sleep(interval_s)  # the poll interval, bounded by the deadline

@@ -81,6 +81,12 @@ class State:
                 del self.pending[tp]  # not ours any more: its new owner resumes from the last commit
         emit("owned", why=why, parts=sorted([t, p] for t, p in parts))
 
+    def revoked(self, parts: Any, why: str = "revoke") -> None:
+        self.set_owned(self.owned - {(tp.topic, tp.partition) for tp in parts}, why)
+
+    def assigned(self, parts: Any) -> None:
+        self.set_owned(self.owned | {(tp.topic, tp.partition) for tp in parts}, "assign")
+
     def processed_batch(self, recs: list[tuple[str, int, int]]) -> None:
         if not recs:
             return
@@ -215,6 +221,29 @@ def run_confluent(cfg: dict[str, Any], cmds: Commands) -> None:
     emit("closed")
 
 
+def commit_pending(st: State, send: Any, lock: threading.Lock | None = None) -> BaseException | None:
+    """Commit what was processed and not yet committed with ``send(offsets)`` (a synchronous client call),
+    reporting ``committing`` then ``commit``; returns the error the client raised, if any."""
+    guard = lock or threading.Lock()
+    with guard:
+        offsets = dict(st.pending)
+    if not offsets:
+        return None
+    sent = time.monotonic()
+    emit("committing", t=sent, offsets=_rows(offsets))
+    try:
+        send(offsets)
+    except Exception as e:
+        emit("commit", sent=sent, ok=False, err=type(e).__name__, offsets=_rows(offsets))
+        return e
+    emit("commit", sent=sent, ok=True, err=None, offsets=_rows(offsets))
+    with guard:
+        for tp, o in offsets.items():
+            if st.pending.get(tp) == o:
+                del st.pending[tp]
+    return None
+
+
 def _rows(offsets: dict[TopicPart, int]) -> list[list[Any]]:
     return [[t, p, o] for (t, p), o in sorted(offsets.items())]
 
@@ -241,15 +270,15 @@ def run_kafka_python(cfg: dict[str, Any], cmds: Commands) -> None:
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: Any) -> None:
             with lock:
-                st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in revoked}, "revoke")
+                st.revoked(revoked)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             with lock:
-                st.set_owned(st.owned | {(tp.topic, tp.partition) for tp in assigned}, "assign")
+                st.assigned(assigned)
 
         def on_partitions_lost(self, lost: Any) -> None:
             with lock:
-                st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in lost}, "lost")
+                st.revoked(lost, "lost")
 
     kwargs: dict[str, Any] = {
         "bootstrap_servers": cfg["bootstrap"],
@@ -269,22 +298,8 @@ def run_kafka_python(cfg: dict[str, Any], cmds: Commands) -> None:
     consumer.subscribe(list(cfg["topics"]), listener=Listener())
 
     def commit() -> None:
-        with lock:
-            offsets = dict(st.pending)
-        if not offsets:
-            return
-        sent = time.monotonic()
-        emit("committing", t=sent, offsets=_rows(offsets))
-        try:
-            consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
-        except Exception as e:
-            emit("commit", sent=sent, ok=False, err=type(e).__name__, offsets=_rows(offsets))
-            return
-        emit("commit", sent=sent, ok=True, err=None, offsets=_rows(offsets))
-        with lock:
-            for tp, o in offsets.items():
-                if st.pending.get(tp) == o:
-                    del st.pending[tp]
+        commit_pending(st, lambda offsets: consumer.commit(
+            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}), lock)
 
     while True:
         cmd = cmds.get()
@@ -312,13 +327,13 @@ def run_groupstream(cfg: dict[str, Any], cmds: Commands) -> None:
 
     class Listener:  # runs on this thread, inside poll
         def on_partitions_revoked(self, revoked: Any) -> None:
-            st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in revoked}, "revoke")
+            st.revoked(revoked)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            st.set_owned(st.owned | {(tp.topic, tp.partition) for tp in assigned}, "assign")
+            st.assigned(assigned)
 
         def on_partitions_lost(self, lost: Any) -> None:
-            st.set_owned(st.owned - {(tp.topic, tp.partition) for tp in lost}, "lost")
+            st.revoked(lost, "lost")
 
     conf = kafka_properties(cfg)
     conf.update({"max.poll.records": int(cfg.get("max_records", 50)), "metadata.max.age.ms": 2000})
@@ -326,23 +341,9 @@ def run_groupstream(cfg: dict[str, Any], cmds: Commands) -> None:
     consumer.subscribe(list(cfg["topics"]), listener=Listener())
 
     def commit() -> None:
-        offsets = dict(st.pending)
-        if not offsets:
-            return
-        sent = time.monotonic()
-        emit("committing", t=sent, offsets=_rows(offsets))
-        try:
-            consumer.commit({(t, p): o for (t, p), o in offsets.items()})
-        except Exception as e:
-            emit("commit", sent=sent, ok=False, err=type(e).__name__, offsets=_rows(offsets))
-            fatal = getattr(e, "name", "") == "FENCED_INSTANCE_ID"
-            if fatal:
-                emit("error", err="FENCED_INSTANCE_ID", msg=str(e), fatal=True)
-            return
-        emit("commit", sent=sent, ok=True, err=None, offsets=_rows(offsets))
-        for tp, o in offsets.items():
-            if st.pending.get(tp) == o:
-                del st.pending[tp]
+        error = commit_pending(st, consumer.commit)
+        if getattr(error, "name", "") == "FENCED_INSTANCE_ID":
+            emit("error", err="FENCED_INSTANCE_ID", msg=str(error), fatal=True)
 
     while True:
         cmd = cmds.get()

@@ -327,7 +327,7 @@ class ClassicMembershipManager:
         if coordinator:
             self._locator.coordinator_lost(now_ms)
         self._not_before_ms = now_ms + (self.config.retry_backoff_ms if delay else 0)
-        self.state = S.PREPARING  # JOINING -> PREPARING is a retry of the same step, not a table row
+        self.transition_to(S.PREPARING)  # a retry of the join: JOINING and SYNCING may go back to PREPARING
         self._rejoin_needed = False
 
     def _assign(self, protocol_name: str, members: Sequence[Any]) -> list[Any]:
