@@ -10,6 +10,7 @@ Every token is answered at most once; ``restart`` replays the log into a fresh s
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,14 +49,29 @@ def assignment(*partitions: tuple[str, int]) -> bytes:
     return encode_assignment(ConsumerAssignment(tuple(sorted(partitions))))
 
 
+def topic_id(name: str) -> uuid.UUID:
+    """The id StaticTopics gives a topic: fixed by its name, so tests can name partitions by id."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"topic:{name}")
+
+
 class StaticTopics:
-    """The runtime's TopicsView over a fixed dict: the shard's only window on the broker's topics."""
+    """The runtime's topics view over a dict the test may change: the shard's only window on the broker's
+    topics (partition counts, ids, and the list that regular expressions are matched against)."""
 
     def __init__(self, topics: dict[str, int] | None = None) -> None:
         self.topics = dict(topics or {})
 
     def partition_count(self, topic: str) -> int | None:
         return self.topics.get(topic)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return topic_id(topic) if topic in self.topics else None
+
+    def topic_name(self, tid: uuid.UUID) -> str | None:
+        return next((t for t in self.topics if topic_id(t) == tid), None)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics)
 
 
 @dataclass

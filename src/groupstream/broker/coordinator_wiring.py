@@ -10,7 +10,7 @@ from groupstream.storage.catalog import Catalog
 
 
 class CatalogTopics:
-    """`groupstream.coordinator.request.TopicIdsView` over the broker's catalog (read at call time)."""
+    """`groupstream.coordinator.request.TopicCatalogView` over the broker's catalog (read at call time)."""
 
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
@@ -26,6 +26,9 @@ class CatalogTopics:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self._catalog.topic_by_id(topic_id)
         return None if info is None else info.name
+
+    def topic_names(self) -> list[str]:
+        return [t.name for t in self._catalog.topics()]
 
 
 def new_member_id(client_id: str) -> str:

@@ -107,6 +107,16 @@ def _list_groups(R: Any, version: int, body: Any, code: int) -> Any:
     return R(error_code=code, groups=[])
 
 
+def _consumer_group_heartbeat(R: Any, version: int, body: Any, code: int) -> Any:
+    return R(error_code=code, member_epoch=0, heartbeat_interval_ms=0)
+
+
+def _consumer_group_describe(R: Any, version: int, body: Any, code: int) -> Any:
+    G = R.DescribedGroup
+    return R(groups=[G(error_code=code, group_id=g, group_state="", group_epoch=0, assignment_epoch=0,
+                       assignor_name="", members=[]) for g in body.group_ids])  # fmt: skip
+
+
 _BUILDERS: dict[str, Callable[[Any, int, Any, int], Any]] = {
     "JoinGroup": _join_group,
     "SyncGroup": _sync_group,
@@ -118,6 +128,8 @@ _BUILDERS: dict[str, Callable[[Any, int, Any, int], Any]] = {
     "DescribeGroups": _describe_groups,
     "DeleteGroups": _delete_groups,
     "ListGroups": _list_groups,
+    "ConsumerGroupHeartbeat": _consumer_group_heartbeat,
+    "ConsumerGroupDescribe": _consumer_group_describe,
 }
 
 

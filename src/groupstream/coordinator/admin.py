@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from groupstream.coordinator.classic_group import GroupState
+from groupstream.coordinator.consumer_admin import CONSUMER_GROUP_TYPE, describe_groups_entry
+from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.records import group_tombstone, offset_tombstone
 from groupstream.coordinator.request import ShardRequest
@@ -25,6 +27,10 @@ class GroupAdmin:
         described = []
         for raw in req.body.groups:
             group_id = str(raw)
+            consumer_group = op.ctx.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                described.append(describe_groups_entry(consumer_group, G))
+                continue
             group = op.ctx.groups.get(group_id)
             if group is None or group.state is _S.DEAD:
                 # Before v6 an unknown group is reported as a Dead one with no error, as older Kafka did.
@@ -83,6 +89,13 @@ class GroupAdmin:
                         group_type=CLASSIC_GROUP_TYPE,
                     )
                 )
+        if not types or CONSUMER_GROUP_TYPE in types:
+            for group_id in sorted(op.ctx.consumer_groups):
+                cg = op.ctx.consumer_groups[group_id]
+                if states and cg.state.value.lower() not in states:
+                    continue
+                listed.append(R.ListedGroup(group_id=group_id, protocol_type=CONSUMER_GROUP_TYPE,
+                                            group_state=cg.state.value, group_type=CONSUMER_GROUP_TYPE))  # fmt: skip
         op.respond(req.token, R(throttle_time_ms=0, error_code=0, groups=listed))
 
     def delete(self, op: Op, req: ShardRequest) -> None:
@@ -91,7 +104,15 @@ class GroupAdmin:
         for raw in req.body.groups_names:
             group_id = str(raw)
             group = op.ctx.groups.get(group_id) if group_id else None
-            if not group_id:
+            consumer_group = op.ctx.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = E.NON_EMPTY_GROUP if consumer_group.members else E.NONE
+                if not consumer_group.members:
+                    for topic, partition, _ in op.ctx.offsets.partitions(group_id):
+                        op.write(offset_tombstone(group_id, topic, partition))
+                    for record in group_records_tombstones(consumer_group):
+                        op.write(record)
+            elif not group_id:
                 error = E.INVALID_GROUP_ID
             elif group is None or group.state is _S.DEAD:
                 error = E.GROUP_ID_NOT_FOUND

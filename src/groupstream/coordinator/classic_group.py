@@ -222,6 +222,10 @@ class ClassicGroup:
 
     # --- members ---------------------------------------------------------------------------------------
 
+    def is_empty(self) -> bool:
+        """No member and nobody joining: the group may become a ``consumer`` group."""
+        return self.state is GroupState.EMPTY and not self.members and not self.pending_join_members
+
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id is not None and self.leader_id == member_id
 

@@ -31,6 +31,13 @@ class GroupCoordinatorConfig:
     # Ours: how long a static member may stay silent, while no heartbeat interval of it has been observed,
     # before a new process with its group.instance.id may take its place (0: at once, as Kafka does).
     static_member_liveness_ms: int = 4_500
+    # The consumer protocol (KIP-848): the broker hands members their session and heartbeat interval.
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    # Ours (Kafka resolves regular expressions in the background on its own schedule): how often a group's
+    # regular-expression subscriptions are matched against the topics again, so that new topics join it.
+    consumer_regex_refresh_interval_ms: int = 10_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -51,6 +58,14 @@ class GroupCoordinatorConfig:
             raise ValueError("offset.metadata.max.bytes must not be negative")
         if self.static_member_liveness_ms < 0:
             raise ValueError("group.classic.static.member.liveness.ms must not be negative")
+        if self.consumer_heartbeat_interval_ms < 1:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be at least 1")
+        if self.consumer_session_timeout_ms <= self.consumer_heartbeat_interval_ms:
+            raise ValueError("group.consumer.session.timeout.ms must exceed group.consumer.heartbeat.interval.ms")
+        if self.consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
+        if self.consumer_regex_refresh_interval_ms < 0:
+            raise ValueError("group.consumer.regex.refresh.interval.ms must not be negative")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str | int]) -> GroupCoordinatorConfig:
@@ -76,5 +91,9 @@ PROPERTY_NAMES: dict[str, tuple[str, int]] = {
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 1),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 1),
     "group.classic.static.member.liveness.ms": ("static_member_liveness_ms", 1),
+    "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", 1),
+    "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", 1),
+    "group.consumer.max.size": ("consumer_max_size", 1),
+    "group.consumer.regex.refresh.interval.ms": ("consumer_regex_refresh_interval_ms", 1),
 }
 """Kafka property name -> (attribute, multiplier to milliseconds)."""

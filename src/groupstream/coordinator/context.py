@@ -13,6 +13,7 @@ from typing import Any
 
 from groupstream.coordinator.classic_group import ClassicGroup
 from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.consumer_group import ConsumerGroup
 from groupstream.coordinator.join_request import JoinRequest
 from groupstream.coordinator.offsets import OffsetStore
 from groupstream.coordinator.result import (
@@ -34,6 +35,8 @@ class ShardContext:
         self.config = config
         self.new_member_id = new_member_id
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        """KIP-848 groups; a group id is in at most one of ``groups`` and ``consumer_groups``."""
         self.offsets = OffsetStore()
         self.deadlines: dict[str, int] = {}
         self.pending_takeovers: dict[tuple[str, str], JoinRequest] = {}

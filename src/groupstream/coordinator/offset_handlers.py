@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupstream.coordinator.classic_group import ClassicGroup, GroupState
+from groupstream.coordinator.consumer_group import ConsumerGroup
+from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.offsets import NO_EXPIRE_TIMESTAMP, OffsetAndMetadata, is_expired
 from groupstream.coordinator.records import group_tombstone, offset_commit_record, offset_tombstone
@@ -28,6 +30,7 @@ E = ErrorCode
 _S = GroupState
 _NO_OFFSET = -1
 _TOPIC_IDS_FROM = 10  # OffsetCommit and OffsetFetch name topics by id from this version
+_MEMBER_EPOCH_COMMITS_FROM = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,23 @@ def _resolve(topics: Iterable[Any], by_id: bool, metadata: TopicsView) -> list[_
 
 def _topic_id(metadata: TopicsView, name: str) -> uuid.UUID | None:
     return metadata.topic_id(name) if isinstance(metadata, TopicIdsView) else None
+
+
+def _validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int, commit_version: int | None) -> ErrorCode | None:
+    """Kafka's checks of a ``consumer`` group's commit (``commit_version`` set) or fetch: a simple commit
+    (epoch < 0) only while the group is empty; otherwise a known member at exactly its current epoch."""
+    if epoch < 0 and not group.members and commit_version is not None:
+        return None
+    member = group.members.get(member_id)
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if commit_version is not None and commit_version < _MEMBER_EPOCH_COMMITS_FROM:
+        return E.UNSUPPORTED_VERSION  # a KIP-848 member must send its epoch, which needs OffsetCommit v9
+    if epoch > member.epoch:
+        return E.FENCED_MEMBER_EPOCH if commit_version is not None else E.STALE_MEMBER_EPOCH
+    if epoch < member.epoch:
+        return E.STALE_MEMBER_EPOCH
+    return None
 
 
 class OffsetHandlers:
@@ -127,6 +147,9 @@ class OffsetHandlers:
             return E.INVALID_GROUP_ID
         generation = int(body.generation_id_or_member_epoch)
         member_id = str(body.member_id)
+        consumer_group = op.ctx.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return _validate_member_epoch(consumer_group, member_id, generation, req.version)
         group = op.ctx.groups.get(group_id)
         if group is None:
             if generation < 0:
@@ -157,6 +180,9 @@ class OffsetHandlers:
         for g in body.groups:
             group_id = str(g.group_id)
             error = None if group_id else E.INVALID_GROUP_ID
+            consumer_group = op.ctx.consumer_groups.get(group_id)
+            if consumer_group is not None and (g.member_id is not None or g.member_epoch >= 0):
+                error = _validate_member_epoch(consumer_group, g.member_id or "", g.member_epoch, None)
             groups.append(
                 R.OffsetFetchResponseGroup(
                     group_id=group_id,
@@ -183,7 +209,7 @@ class OffsetHandlers:
         R = OFFSET_FETCH.Response
         by_id = v >= _TOPIC_IDS_FROM
         group = op.ctx.groups.get(group_id)
-        known = group is not None and group.state is not _S.DEAD
+        known = group_id in op.ctx.consumer_groups or (group is not None and group.state is not _S.DEAD)
         store = op.ctx.offsets
 
         def partition(index: int, found: OffsetAndMetadata | None, err: ErrorCode) -> Any:
@@ -252,13 +278,15 @@ class OffsetHandlers:
         body = req.body
         R = OFFSET_DELETE.Response
         group_id = str(body.group_id)
-        group = op.ctx.groups.get(group_id) if group_id else None
+        group: ClassicGroup | ConsumerGroup | None = None
+        if group_id:
+            group = op.ctx.consumer_groups.get(group_id) or op.ctx.groups.get(group_id)
         error: ErrorCode | None = None
         if not group_id:
             error = E.INVALID_GROUP_ID
         elif group is None or group.state is _S.DEAD:
             error = E.GROUP_ID_NOT_FOUND
-        elif group.state is not _S.EMPTY and not group.uses_consumer_protocol:
+        elif isinstance(group, ClassicGroup) and group.state is not _S.EMPTY and not group.uses_consumer_protocol:
             # Without the consumer protocol nobody can tell which topics the members still read.
             error = E.NON_EMPTY_GROUP
         if error is not None or group is None:
@@ -300,6 +328,24 @@ class OffsetHandlers:
             all_expired = self._expire_group(op, group)
             if all_expired and group.state is _S.EMPTY and not group.pending_join_members:
                 op.write(group_tombstone(group_id))
+        for group_id in sorted(op.ctx.consumer_groups):
+            consumer_group = op.ctx.consumer_groups[group_id]
+            if self._expire_consumer_group(op, consumer_group) and not consumer_group.members:
+                for record in group_records_tombstones(consumer_group):
+                    op.write(record)
+
+    @staticmethod
+    def _expire_consumer_group(op: Op, group: ConsumerGroup) -> bool:
+        """A consumer group's offsets of topics it no longer subscribes to expire from their commit."""
+        subscribed = group.subscribed_topic_names()
+        retention = op.ctx.config.offsets_retention_ms
+        all_expired = True
+        for topic, partition, offset in op.ctx.offsets.partitions(group.group_id):
+            if topic in subscribed or not is_expired(offset, op.now_ms, retention, offset.commit_timestamp):
+                all_expired = False
+            else:
+                op.write(offset_tombstone(group.group_id, topic, partition))
+        return all_expired
 
     @staticmethod
     def _expire_group(op: Op, group: ClassicGroup) -> bool:

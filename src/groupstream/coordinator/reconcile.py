@@ -17,13 +17,15 @@ revocation was acknowledged. ``owner_of(partition)`` answers for the group as it
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from enum import IntEnum
 
 __all__ = ["MemberAssignment", "MemberState", "owners", "reconcile"]
 
-Partition = tuple[str, int]
+Partition = tuple[uuid.UUID, int]
+"""(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
 
 
 class MemberState(IntEnum):

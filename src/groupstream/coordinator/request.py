@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from groupstream.coordinator.result import RequestToken
 
-__all__ = ["ShardRequest", "TopicIdsView", "TopicsView"]
+__all__ = ["ShardRequest", "TopicCatalogView", "TopicIdsView", "TopicsView"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +47,12 @@ class TopicIdsView(TopicsView, Protocol):
     def topic_id(self, topic: str) -> uuid.UUID | None: ...
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+
+@runtime_checkable
+class TopicCatalogView(TopicIdsView, Protocol):
+    """A view that also lists every topic: what the ``consumer`` protocol needs to resolve regular
+    expressions on the broker. A runtime whose view lacks it answers ConsumerGroupHeartbeat with
+    UNSUPPORTED_VERSION."""
+
+    def topic_names(self) -> Iterable[str]: ...

@@ -27,12 +27,16 @@ What is durable and what is not:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from groupstream.coordinator.admin import GroupAdmin
 from groupstream.coordinator.classic_group import ClassicGroup, GroupState
 from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.consumer_admin import ConsumerGroupAdmin, refuse_classic_member
+from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupSnapshot
+from groupstream.coordinator.consumer_membership import ConsumerMembership
+from groupstream.coordinator.consumer_records import is_consumer_group_record, replay_consumer_record
 from groupstream.coordinator.context import Op, ShardContext
 from groupstream.coordinator.membership import ClassicMembership
 from groupstream.coordinator.offset_handlers import OffsetHandlers
@@ -40,7 +44,13 @@ from groupstream.coordinator.offsets import OffsetAndMetadata
 from groupstream.coordinator.records import offset_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicsView
 from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken
-from groupstream.coordinator.timers import RETENTION_KEY, TimerKind, heartbeat_key, parse_key
+from groupstream.coordinator.timers import (
+    RETENTION_KEY,
+    TimerKind,
+    consumer_session_key,
+    heartbeat_key,
+    parse_key,
+)
 from groupstream.protocol.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -54,11 +64,13 @@ __all__ = ["SUPPORTED_API_KEYS", "DurableState", "GroupCoordinatorShard"]
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS = 42, 15, 16
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 SUPPORTED_API_KEYS = frozenset(
     {JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE}
-    | {DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS}
+    | {DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE}
 )
+_CLASSIC_MEMBERSHIP_APIS = frozenset({JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,7 @@ class DurableState:
 
     groups: Mapping[str, GroupMetadataValue | None]
     offsets: Mapping[tuple[str, str, int], OffsetAndMetadata]
+    consumer_groups: Mapping[str, ConsumerGroupSnapshot] = field(default_factory=dict)
 
 
 class GroupCoordinatorShard:
@@ -78,6 +91,8 @@ class GroupCoordinatorShard:
         instance id, for static members) is ``prefix``; Kafka's form is ``prefix + "-" + uuid4``."""
         self._ctx = ShardContext(partition, config, new_member_id)
         self._membership = ClassicMembership()
+        self._consumer_membership = ConsumerMembership()
+        self._consumer_admin = ConsumerGroupAdmin()
         self._offsets = OffsetHandlers()
         self._admin = GroupAdmin()
 
@@ -97,7 +112,9 @@ class GroupCoordinatorShard:
         key = record.key
         if isinstance(key, UnknownRecordKey):
             return
-        if isinstance(key, OffsetCommitKey):
+        if is_consumer_group_record(record):
+            replay_consumer_record(record, self._consumer_group_for_replay, self._delete_consumer_group)
+        elif isinstance(key, OffsetCommitKey):
             self._replay_offset(key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self._replay_group(key.group, record.value)
@@ -109,10 +126,11 @@ class GroupCoordinatorShard:
             return
         assert isinstance(value, OffsetCommitValue)
         group = self._ctx.groups.get(key.group)
-        if group is None:
+        if group is None and key.group not in self._ctx.consumer_groups:
             # Offsets without group metadata: a simple (assign-mode) consumer's group, empty and protocol-less.
             group = self._ctx.groups[key.group] = ClassicGroup(key.group)
-        group.in_log = True
+        if group is not None:
+            group.in_log = True
         store.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_value(value))
 
     def _replay_group(self, group_id: str, value: object) -> None:
@@ -127,10 +145,33 @@ class GroupCoordinatorShard:
             group = self._ctx.groups[group_id] = ClassicGroup(group_id)
         group.apply_record(value)
 
+    def _consumer_group_for_replay(self, group_id: str, create: bool) -> ConsumerGroup | None:
+        group = self._ctx.consumer_groups.get(group_id)
+        if group is None and create:
+            classic = self._ctx.groups.pop(group_id, None)  # an empty classic group that became a consumer group
+            if classic is not None:
+                classic.transition_to(GroupState.DEAD, classic.state_timestamp)
+            group = self._ctx.consumer_groups[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _delete_consumer_group(self, group_id: str) -> None:
+        group = self._ctx.consumer_groups.pop(group_id, None)
+        if group is not None:
+            group.mark_dead()
+
+    def _any_group(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
+        return self._ctx.consumer_groups.get(group_id) or self._ctx.groups.get(group_id)
+
     def handle(self, request: ShardRequest, now_ms: int, metadata: TopicsView) -> CoordinatorResult:
         op = Op(self._ctx, now_ms)
         key = request.api_key
-        if key == JOIN_GROUP:
+        if key in _CLASSIC_MEMBERSHIP_APIS and str(request.body.group_id) in self._ctx.consumer_groups:
+            refuse_classic_member(op, request)
+        elif key == CONSUMER_GROUP_HEARTBEAT:
+            self._consumer_membership.heartbeat(op, request, metadata, self._any_group)
+        elif key == CONSUMER_GROUP_DESCRIBE:
+            self._consumer_admin.describe(op, request, metadata)
+        elif key == JOIN_GROUP:
             self._membership.join(op, request)
         elif key == SYNC_GROUP:
             self._membership.sync(op, request)
@@ -172,6 +213,12 @@ class GroupCoordinatorShard:
             self._membership.on_sync_timer(op, parsed.group_id)
         elif parsed.kind is TimerKind.TAKEOVER:
             self._membership.on_takeover_timer(op, parsed.group_id, parsed.member_id)
+        elif parsed.kind is TimerKind.CONSUMER_SESSION:
+            group = self._ctx.consumer_groups.get(parsed.group_id)
+            self._consumer_membership.on_session_expired(op, group, parsed.member_id, metadata)
+        elif parsed.kind is TimerKind.CONSUMER_REBALANCE:
+            group = self._ctx.consumer_groups.get(parsed.group_id)
+            self._consumer_membership.on_rebalance_expired(op, group, parsed.member_id, metadata)
         else:
             self._offsets.expire(op)
             op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
@@ -188,6 +235,9 @@ class GroupCoordinatorShard:
                 # Unknown liveness counts as alive now: a running process reconnects within its interval.
                 member.last_seen_ms = now_ms
             self._membership.rebalance_oversized(op, group)
+        for group_id in sorted(self._ctx.consumer_groups):
+            for member_id in sorted(self._ctx.consumer_groups[group_id].members):
+                op.schedule(consumer_session_key(group_id, member_id), self._ctx.config.consumer_session_timeout_ms)
         op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
         return op.result
 
@@ -212,6 +262,9 @@ class GroupCoordinatorShard:
                 member.awaiting_join = None
                 member.awaiting_sync = None
             group.transition_to(GroupState.DEAD, group.state_timestamp)
+        for consumer_group in self._ctx.consumer_groups.values():
+            consumer_group.mark_dead()
+        self._ctx.consumer_groups.clear()
         self._ctx.pending_takeovers.clear()
         self._ctx.groups.clear()
         self._ctx.deadlines.clear()
@@ -228,8 +281,11 @@ class GroupCoordinatorShard:
     def group(self, group_id: str) -> ClassicGroup | None:
         return self._ctx.groups.get(group_id)
 
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._ctx.consumer_groups.get(group_id)
+
     def group_ids(self) -> list[str]:
-        return sorted(self._ctx.groups)
+        return sorted(set(self._ctx.groups) | set(self._ctx.consumer_groups))
 
     def committed_offset(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._ctx.offsets.get(group_id, topic, partition)
@@ -243,4 +299,5 @@ class GroupCoordinatorShard:
         return DurableState(
             groups={gid: g.committed for gid, g in sorted(self._ctx.groups.items()) if g.in_log},
             offsets=self._ctx.offsets.snapshot(),
+            consumer_groups={gid: g.snapshot() for gid, g in sorted(self._ctx.consumer_groups.items())},
         )

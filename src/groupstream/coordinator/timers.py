@@ -13,6 +13,8 @@ __all__ = [
     "RETENTION_KEY",
     "TimerKey",
     "TimerKind",
+    "consumer_rebalance_key",
+    "consumer_session_key",
     "heartbeat_key",
     "join_key",
     "parse_key",
@@ -31,11 +33,17 @@ class TimerKind(Enum):
     TAKEOVER = "takeover"
     """When a newcomer may take a static member's instance id if that member stays silent; ``member_id`` of
     its key is the instance id."""
+    CONSUMER_SESSION = "consumer-session"
+    """A ``consumer`` group member's session: it is fenced when no heartbeat renews it."""
+    CONSUMER_REBALANCE = "consumer-rebalance"
+    """How long a ``consumer`` group member may take to revoke partitions before it is fenced."""
     RETENTION = "offsets-retention"
     """The shard-wide periodic offsets expiry check."""
 
 
 RETENTION_KEY = TimerKind.RETENTION.value
+_MEMBER_KINDS = frozenset({TimerKind.HEARTBEAT, TimerKind.TAKEOVER, TimerKind.CONSUMER_SESSION,
+                           TimerKind.CONSUMER_REBALANCE})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,14 @@ def heartbeat_key(group_id: str, member_id: str) -> str:
 
 def takeover_key(group_id: str, instance_id: str) -> str:
     return f"{_group_key(TimerKind.TAKEOVER, group_id)}:{instance_id}"
+
+
+def consumer_session_key(group_id: str, member_id: str) -> str:
+    return f"{_group_key(TimerKind.CONSUMER_SESSION, group_id)}:{member_id}"
+
+
+def consumer_rebalance_key(group_id: str, member_id: str) -> str:
+    return f"{_group_key(TimerKind.CONSUMER_REBALANCE, group_id)}:{member_id}"
 
 
 def join_key(group_id: str) -> str:
@@ -81,7 +97,7 @@ def parse_key(key: str) -> TimerKey | None:
     if len(rest) < length:
         return None
     group_id, tail = rest[:length], rest[length:]
-    if kind in (TimerKind.HEARTBEAT, TimerKind.TAKEOVER):
+    if kind in _MEMBER_KINDS:
         if not tail.startswith(":"):
             return None
         return TimerKey(kind, group_id, tail[1:])

@@ -109,6 +109,11 @@ def handle_leave_group(broker: Broker, request: Request) -> Any:
     return _to_group_shard(broker, request, request.body.group_id)
 
 
+@handles("ConsumerGroupHeartbeat")
+def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
+    return _to_group_shard(broker, request, request.body.group_id)
+
+
 @handles("OffsetCommit")
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
     return _to_group_shard(broker, request, request.body.group_id)
@@ -179,6 +184,18 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
     return _scatter(
         broker, request, list(body.groups), lambda g: g,
         lambda subset: body._replace(groups=subset),
+        lambda answer: list(answer.groups), lambda entry: entry.group_id,
+        lambda entries: R(throttle_time_ms=0, groups=entries),
+    )
+
+
+@handles("ConsumerGroupDescribe")
+def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
+    body = request.body
+    R = request.api.Response
+    return _scatter(
+        broker, request, list(body.group_ids), lambda g: g,
+        lambda subset: body._replace(group_ids=subset),
         lambda answer: list(answer.groups), lambda entry: entry.group_id,
         lambda entries: R(throttle_time_ms=0, groups=entries),
     )

@@ -1,0 +1,130 @@
+"""What admin tools and classic clients see of ``consumer`` (KIP-848) groups.
+
+- ConsumerGroupDescribe: epochs, assignor, and each member's current and target assignment.
+- DescribeGroups and ListGroups show a consumer group too, as Kafka does (protocol type ``consumer``, group
+  type ``consumer``, each member's subscription and assignment in the classic embedded format), so
+  ``kafka-consumer-groups``-style tools list its members and lag.
+- A classic member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) asking for a consumer group id is refused:
+  JoinGroup with INCONSISTENT_GROUP_PROTOCOL, the others with UNKNOWN_MEMBER_ID. We do not convert a group
+  with members between the protocols (Kafka's online migration); an *empty* group of either kind becomes the
+  other kind when a member of that kind arrives, keeping its committed offsets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
+from groupstream.coordinator.context import Op
+from groupstream.coordinator.request import ShardRequest, TopicsView
+from groupstream.coordinator.responses import (
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    heartbeat_response,
+    join_error,
+    sync_response,
+)
+from groupstream.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    encode_assignment,
+    encode_subscription,
+)
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
+
+__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "describe_groups_entry", "refuse_classic_member"]
+
+E = ErrorCode
+CONSUMER_GROUP_DESCRIBE = by_name("ConsumerGroupDescribe")
+CONSUMER_GROUP_TYPE = "consumer"
+"""Kafka's group type (ListGroups v5) and protocol type for KIP-848 groups."""
+_CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1: 0 classic, 1 consumer
+
+
+def refuse_classic_member(op: Op, req: ShardRequest) -> None:
+    if req.api_key == JOIN_GROUP.key:
+        op.respond(req.token, join_error(req.version, E.INCONSISTENT_GROUP_PROTOCOL, str(req.body.member_id)))
+    elif req.api_key == HEARTBEAT.key:
+        op.respond(req.token, heartbeat_response(E.UNKNOWN_MEMBER_ID))
+    elif req.api_key == LEAVE_GROUP.key:
+        op.respond(req.token, LEAVE_GROUP.Response(throttle_time_ms=0, error_code=int(E.UNKNOWN_MEMBER_ID), members=[]))
+    else:
+        op.respond(req.token, sync_response(req.version, E.UNKNOWN_MEMBER_ID))
+
+
+def _names(group: ConsumerGroup) -> dict[Any, str]:
+    """Topic id -> name, from the group's own partition metadata (it holds every subscribed topic)."""
+    return {} if group.partition_metadata is None else {t.topic_id: t.name for t in group.partition_metadata.topics}
+
+
+def _named(group: ConsumerGroup, partitions: frozenset[TopicIdPartition]) -> tuple[tuple[str, int], ...]:
+    names = _names(group)
+    return tuple(sorted((names[t], p) for t, p in partitions if t in names))
+
+
+def describe_groups_entry(group: ConsumerGroup, G: Any) -> Any:
+    """The group as DescribeGroups reports it (``G`` is the response's DescribedGroup type)."""
+    return G(
+        error_code=0,
+        group_id=group.group_id,
+        group_state=group.state.value,
+        protocol_type=CONSUMER_GROUP_TYPE,
+        protocol_data=preferred_assignor(m.metadata for m in group),
+        members=[
+            G.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.metadata.client_id,
+                client_host=m.metadata.client_host,
+                member_metadata=encode_subscription(ConsumerSubscription(topics=m.metadata.subscribed_topics), 0),
+                member_assignment=encode_assignment(ConsumerAssignment(_named(group, m.assignment.assigned))),
+            )
+            for m in sorted(group, key=lambda m: m.member_id)
+        ],
+    )
+
+
+def _assignment(G: Any, names: dict[Any, str], partitions: frozenset[TopicIdPartition]) -> Any:
+    by_topic: dict[Any, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    A = G.Member.Assignment
+    return A(topic_partitions=[
+        A.TopicPartitions(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
+        for t, ps in sorted(by_topic.items(), key=lambda kv: names.get(kv[0], ""))])  # fmt: skip
+
+
+class ConsumerGroupAdmin:
+    def describe(self, op: Op, req: ShardRequest, metadata: TopicsView) -> None:
+        R = CONSUMER_GROUP_DESCRIBE.Response
+        G = R.DescribedGroup
+        out = []
+        for raw in req.body.group_ids:
+            group_id = str(raw)
+            group = op.ctx.consumer_groups.get(group_id)
+            if group is None:
+                message = (f"Group {group_id} is not a consumer group." if group_id in op.ctx.groups
+                           else f"Group {group_id} not found.")  # fmt: skip
+                out.append(G(error_code=int(E.GROUP_ID_NOT_FOUND), error_message=message, group_id=group_id,
+                             group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))  # fmt: skip
+                continue
+            names = _names(group)
+
+            members = [
+                G.Member(
+                    member_id=m.member_id, instance_id=m.instance_id, rack_id=m.metadata.rack_id,
+                    member_epoch=m.epoch, client_id=m.metadata.client_id, client_host=m.metadata.client_host,
+                    subscribed_topic_names=list(m.metadata.subscribed_topics),
+                    subscribed_topic_regex=m.metadata.subscribed_regex,
+                    assignment=_assignment(G, names, m.assignment.assigned),
+                    target_assignment=_assignment(G, names, group.targets.get(m.member_id, frozenset())),
+                    member_type=_CONSUMER_MEMBER_TYPE,
+                )
+                for m in sorted(group, key=lambda m: m.member_id)
+            ]  # fmt: skip
+            out.append(G(error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
+                         group_epoch=group.epoch, assignment_epoch=group.assignment_epoch,
+                         assignor_name=preferred_assignor(m.metadata for m in group), members=members))  # fmt: skip
+        op.respond(req.token, R(throttle_time_ms=0, groups=out))

@@ -1,0 +1,304 @@
+"""A KIP-848 ``consumer`` group as its records describe it: the state ``replay`` builds and handlers read.
+
+Everything here is durable and changed only by the ``apply_*`` methods, which the shard calls from ``replay``
+(one per record type of `groupstream.protocol.consumer_group_records`). The few derived values (owner of each
+partition, instance id -> member, topics subscribed by name) are kept in step by the same methods, so that a
+heartbeat of a 1,000-member group does not scan every member.
+
+Partitions are ``(topic id, partition)``, as the records and the heartbeat name them: a topic deleted and
+created again under the same name is a different topic, and the group must not mistake one for the other.
+
+The group state is derived, as Kafka derives it: no members is Empty; a group epoch ahead of the target
+assignment is Assigning; a member not yet at the target epoch, or still revoking or waiting for a partition,
+makes it Reconciling; otherwise Stable. ``transition_to`` checks each change against the table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
+from groupstream.coordinator.reconcile import MemberAssignment, MemberState
+from groupstream.protocol.consumer_group_records import (
+    CurrentMemberAssignmentValue,
+    MemberMetadataValue,
+    PartitionMetadataValue,
+    RegexValue,
+    TargetAssignmentMemberValue,
+    TopicPartitions,
+)
+
+__all__ = [
+    "VALID_TRANSITIONS",
+    "ConsumerGroup",
+    "ConsumerGroupSnapshot",
+    "ConsumerGroupState",
+    "ConsumerMember",
+    "IllegalConsumerGroupTransition",
+    "TopicIdPartition",
+    "from_topic_partitions",
+    "preferred_assignor",
+    "to_topic_partitions",
+]
+
+TopicIdPartition = tuple[uuid.UUID, int]
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+class ConsumerGroupState(Enum):
+    """Kafka's names, as ListGroups, DescribeGroups and ConsumerGroupDescribe report them."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_S = ConsumerGroupState
+_LIVE = frozenset({_S.EMPTY, _S.ASSIGNING, _S.RECONCILING, _S.STABLE})
+
+VALID_TRANSITIONS: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
+    # Records replay one at a time, so a group passes through every combination: a member's metadata record
+    # alone makes an Empty group Reconciling (or Stable, before its first epoch), a group epoch record makes
+    # any group Assigning, the last current-assignment record makes it Stable. Only Dead is final: a deleted
+    # or unloaded group object is never used again (a new one is built from the log).
+    _S.EMPTY: frozenset({_S.ASSIGNING, _S.RECONCILING, _S.STABLE, _S.DEAD}),
+    _S.ASSIGNING: frozenset({_S.EMPTY, _S.RECONCILING, _S.STABLE, _S.DEAD}),
+    _S.RECONCILING: frozenset({_S.EMPTY, _S.ASSIGNING, _S.STABLE, _S.DEAD}),
+    _S.STABLE: frozenset({_S.EMPTY, _S.ASSIGNING, _S.RECONCILING, _S.DEAD}),
+    _S.DEAD: frozenset(),
+}
+
+
+class IllegalConsumerGroupTransition(RuntimeError):
+    pass
+
+
+def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
+    """Partitions grouped by topic, topics and partitions sorted (the records' and responses' layout)."""
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for topic_id, partition in partitions:
+        by_topic.setdefault(topic_id, []).append(partition)
+    return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items(), key=lambda kv: kv[0].bytes))
+
+
+def preferred_assignor(members: Iterable[MemberMetadataValue]) -> str:
+    """The server assignor most members ask for (ties broken by name), else Kafka's default (uniform)."""
+    counts = Counter(md.server_assignor for md in members if md.server_assignor)
+    if not counts:
+        return DEFAULT_SERVER_ASSIGNOR
+    return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
+def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition]:
+    return frozenset((t.topic_id, p) for t in items for p in t.partitions)
+
+
+_NO_METADATA = MemberMetadataValue(None, None, "", "", (), None, -1, None)
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    """One member: its subscription (the MemberMetadata record) and its current assignment (the
+    CurrentMemberAssignment record)."""
+
+    member_id: str
+    metadata: MemberMetadataValue = _NO_METADATA
+    assignment: MemberAssignment = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.assignment = MemberAssignment(self.member_id, 0, 0, MemberState.STABLE, frozenset())
+
+    @property
+    def epoch(self) -> int:
+        return self.assignment.epoch
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.metadata.instance_id
+
+    @property
+    def is_reconciled(self) -> bool:
+        return self.assignment.state is MemberState.STABLE
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSnapshot:
+    """A group's durable state, comparable: replaying the same records yields an equal snapshot."""
+
+    epoch: int
+    creation_time_ms: int
+    partition_metadata: PartitionMetadataValue | None
+    assignment_epoch: int
+    targets: tuple[tuple[str, frozenset[TopicIdPartition]], ...]
+    members: tuple[tuple[str, MemberMetadataValue, MemberAssignment], ...]
+    regexes: tuple[tuple[str, RegexValue], ...]
+    state: ConsumerGroupState
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.epoch = 0
+        self.creation_time_ms = -1
+        self.partition_metadata: PartitionMetadataValue | None = None
+        self.assignment_epoch = 0
+        self.targets: dict[str, frozenset[TopicIdPartition]] = {}
+        self.members: dict[str, ConsumerMember] = {}
+        self.regexes: dict[str, RegexValue] = {}
+        self.state = ConsumerGroupState.EMPTY
+        # Derived from the members, kept in step by the apply_* methods.
+        self.owners: dict[TopicIdPartition, str] = {}
+        self.static_members: dict[str, str] = {}
+        self.topic_subscribers: Counter[str] = Counter()
+        self.regex_subscribers: Counter[str] = Counter()
+        # Session state (not in any record): when the regular expressions were last resolved.
+        self.regex_refresh_deadline_ms = 0
+
+    # --- state -------------------------------------------------------------------------------------------
+
+    def transition_to(self, target: ConsumerGroupState) -> None:
+        if target is self.state:
+            return
+        if target not in VALID_TRANSITIONS[self.state]:
+            raise IllegalConsumerGroupTransition(
+                f"group {self.group_id!r} cannot go from {self.state.value} to {target.value}"
+            )
+        self.state = target
+
+    def derived_state(self) -> ConsumerGroupState:
+        if not self.members:
+            return _S.EMPTY
+        if self.epoch > self.assignment_epoch:
+            return _S.ASSIGNING
+        for m in self.members.values():
+            if m.epoch != self.assignment_epoch or not m.is_reconciled:
+                return _S.RECONCILING
+        return _S.STABLE
+
+    def _refresh(self) -> None:
+        if self.state is not _S.DEAD:
+            self.transition_to(self.derived_state())
+
+    # --- replay (the only mutations) --------------------------------------------------------------------
+
+    def apply_epoch(self, epoch: int, creation_time_ms: int) -> None:
+        self.epoch = epoch
+        if self.creation_time_ms < 0:
+            self.creation_time_ms = creation_time_ms
+        self._refresh()
+
+    def apply_partition_metadata(self, value: PartitionMetadataValue | None) -> None:
+        self.partition_metadata = value
+
+    def apply_member_metadata(self, member_id: str, value: MemberMetadataValue | None) -> None:
+        member = self.members.get(member_id)
+        if member is not None:
+            self._unindex(member)
+        if value is None:
+            if member is not None:
+                self._release(member)
+                del self.members[member_id]
+            self._refresh()
+            return
+        if member is None:
+            member = self.members[member_id] = ConsumerMember(member_id)
+        member.metadata = value
+        self._index(member)
+        self._refresh()
+
+    def apply_target_member(self, member_id: str, value: TargetAssignmentMemberValue | None) -> None:
+        if value is None:
+            self.targets.pop(member_id, None)
+        else:
+            self.targets[member_id] = from_topic_partitions(value.partitions)
+
+    def apply_target_epoch(self, epoch: int) -> None:
+        self.assignment_epoch = epoch
+        self._refresh()
+
+    def apply_current_assignment(self, member_id: str, value: CurrentMemberAssignmentValue | None) -> None:
+        member = self.members.get(member_id)
+        if member is None:
+            if value is None:
+                return
+            member = self.members[member_id] = ConsumerMember(member_id)
+        self._release(member)
+        if value is None:
+            member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, frozenset())
+        else:
+            member.assignment = MemberAssignment(
+                member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
+                from_topic_partitions(value.assigned), from_topic_partitions(value.pending_revocation),
+            )  # fmt: skip
+            for p in member.assignment.holds():
+                self.owners[p] = member_id
+        self._refresh()
+
+    def apply_regex(self, regex: str, value: RegexValue | None) -> None:
+        if value is None:
+            self.regexes.pop(regex, None)
+        else:
+            self.regexes[regex] = value
+
+    def mark_dead(self) -> None:
+        self.transition_to(_S.DEAD)
+
+    def _release(self, member: ConsumerMember) -> None:
+        for p in member.assignment.holds():
+            if self.owners.get(p) == member.member_id:
+                del self.owners[p]
+
+    def _index(self, member: ConsumerMember) -> None:
+        md = member.metadata
+        if md.instance_id is not None:
+            self.static_members[md.instance_id] = member.member_id
+        self.topic_subscribers.update(md.subscribed_topics)
+        if md.subscribed_regex:
+            self.regex_subscribers[md.subscribed_regex] += 1
+
+    def _unindex(self, member: ConsumerMember) -> None:
+        md = member.metadata
+        if md.instance_id is not None and self.static_members.get(md.instance_id) == member.member_id:
+            del self.static_members[md.instance_id]
+        self.topic_subscribers.subtract(md.subscribed_topics)
+        if md.subscribed_regex:
+            self.regex_subscribers[md.subscribed_regex] -= 1
+        self.topic_subscribers += Counter()  # drop the topics nobody subscribes to any more
+        self.regex_subscribers += Counter()
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def subscribed_topic_names(self) -> set[str]:
+        """Topics some member subscribes to by name or through a regular expression."""
+        names = set(self.topic_subscribers)
+        for regex in self.regex_subscribers:
+            resolved = self.regexes.get(regex)
+            if resolved is not None:
+                names.update(resolved.topics)
+        return names
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
+
+    def snapshot(self) -> ConsumerGroupSnapshot:
+        return ConsumerGroupSnapshot(
+            self.epoch, self.creation_time_ms, self.partition_metadata, self.assignment_epoch,
+            tuple(sorted(self.targets.items())),
+            tuple((m.member_id, m.metadata, m.assignment) for m in sorted(self.members.values(), key=lambda m: m.member_id)),
+            tuple(sorted(self.regexes.items())), self.state,
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[ConsumerMember]:
+        return iter(self.members.values())

@@ -1,0 +1,411 @@
+"""ConsumerGroupHeartbeat: joining, heartbeating and leaving a ``consumer`` (KIP-848) group, and fencing.
+
+One heartbeat does Kafka's three steps: (1) create or update the member, bumping the group epoch when its
+subscription, or the metadata of what the group subscribes to, changed; (2) compute a new target assignment
+when the group epoch is ahead of it; (3) reconcile the member towards its target (`reconcile`), revoking
+before assigning. Each step adds records; nothing changes until the runtime replays them, so a refusal part
+way through leaves no trace. A member that stops heartbeating for the session timeout, or that does not
+revoke within its rebalance timeout, is fenced: its records are deleted and the group epoch bumped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupstream.assignment.registry import SERVER_ASSIGNORS
+from groupstream.coordinator.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    TopicIdPartition,
+    from_topic_partitions,
+    preferred_assignor,
+    to_topic_partitions,
+)
+from groupstream.coordinator.consumer_records import (
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    member_removal_records,
+    partition_metadata_record,
+    regex_record,
+    target_epoch_record,
+    target_member_record,
+)
+from groupstream.coordinator.context import Op
+from groupstream.coordinator.reconcile import MemberAssignment, MemberState, reconcile
+from groupstream.coordinator.records import group_tombstone
+from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView
+from groupstream.coordinator.result import CoordinatorRecord
+from groupstream.coordinator.target_assignment import (
+    compute_target,
+    resolve_regex,
+    subscribed_topics,
+    subscription_metadata,
+)
+from groupstream.coordinator.timers import consumer_rebalance_key, consumer_session_key
+from groupstream.protocol.consumer_group_records import (
+    MemberMetadataValue,
+    PartitionMetadataValue,
+    RegexValue,
+    TopicMetadata,
+)
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
+
+__all__ = ["CONSUMER_GROUP_HEARTBEAT", "ConsumerMembership", "HeartbeatRefused"]
+
+E = ErrorCode
+CONSUMER_GROUP_HEARTBEAT = by_name("ConsumerGroupHeartbeat")
+_CLIENT_GENERATED_MEMBER_ID_FROM = 1  # KIP-1082: from v1 the client names itself
+
+
+class HeartbeatRefused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate(body: Any, version: int) -> None:
+    """Kafka's checks, in Kafka's order, with Kafka's messages."""
+    epoch = int(body.member_epoch)
+    if (version >= _CLIENT_GENERATED_MEMBER_ID_FROM or epoch > 0 or epoch == LEAVE_EPOCH) and not body.member_id:
+        raise HeartbeatRefused(E.INVALID_REQUEST, "MemberId can't be empty.")
+    if not body.group_id:
+        raise HeartbeatRefused(E.INVALID_REQUEST, "GroupId can't be empty.")
+    if body.instance_id == "":
+        raise HeartbeatRefused(E.INVALID_REQUEST, "InstanceId can't be empty.")
+    if body.rack_id == "":
+        raise HeartbeatRefused(E.INVALID_REQUEST, "RackId can't be empty.")
+    regex = getattr(body, "subscribed_topic_regex", None)
+    if epoch == 0:
+        if body.rebalance_timeout_ms == -1:
+            raise HeartbeatRefused(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+        if body.topic_partitions is None or len(body.topic_partitions) > 0:
+            raise HeartbeatRefused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+        if body.subscribed_topic_names is None and regex is None:
+            raise HeartbeatRefused(
+                E.INVALID_REQUEST,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            )
+    elif epoch == STATIC_LEAVE_EPOCH:
+        if body.instance_id is None:
+            raise HeartbeatRefused(E.INVALID_REQUEST, "InstanceId can't be null.")
+    elif epoch < STATIC_LEAVE_EPOCH:
+        raise HeartbeatRefused(E.INVALID_REQUEST, "MemberEpoch is invalid.")
+    if body.server_assignor is not None and body.server_assignor not in SERVER_ASSIGNORS:
+        raise HeartbeatRefused(
+            E.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {body.server_assignor} is not supported. "
+            f"Supported assignors: {', '.join(SERVER_ASSIGNORS)}.",
+        )
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as e:
+            raise HeartbeatRefused(
+                E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}."
+            ) from None
+
+
+def _owned(body: Any) -> frozenset[TopicIdPartition] | None:
+    return None if body.topic_partitions is None else from_topic_partitions(body.topic_partitions)
+
+
+def _check_epoch(member: ConsumerMember, received: int, owned: frozenset[TopicIdPartition] | None) -> None:
+    a = member.assignment
+    if received > a.epoch:
+        raise HeartbeatRefused(
+            E.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({received}) than the one known by the group "
+            f"coordinator ({a.epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if received < a.epoch and (received != a.previous_epoch or owned is None or not owned <= a.assigned):
+        # The previous epoch with a subset of the assignment is accepted: the answer that bumped it was lost.
+        raise HeartbeatRefused(
+            E.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({received}) than the one known by the group "
+            f"coordinator ({a.epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+@dataclass(slots=True)
+class _Change:
+    """What one heartbeat (or fencing) is about to write, and the group as it will be after it."""
+
+    group: ConsumerGroup
+    records: list[CoordinatorRecord] = field(default_factory=list)
+    members: dict[str, MemberMetadataValue] = field(default_factory=dict)
+    regexes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    metadata: tuple[TopicMetadata, ...] = ()
+    bump: bool = False
+
+    @classmethod
+    def of(cls, group: ConsumerGroup) -> _Change:
+        return cls(group, members={m.member_id: m.metadata for m in group},
+                   regexes={r: v.topics for r, v in group.regexes.items()})  # fmt: skip
+
+
+class ConsumerMembership:
+    # --- ConsumerGroupHeartbeat ---------------------------------------------------------------------------
+
+    def heartbeat(self, op: Op, req: ShardRequest, metadata: TopicsView, get_group: Callable[[str], Any]) -> None:
+        """``get_group(id)`` is the shard's lookup: a ConsumerGroup, a classic group, or None."""
+        R = CONSUMER_GROUP_HEARTBEAT.Response
+        body = req.body
+        try:
+            if not isinstance(metadata, TopicCatalogView):
+                raise HeartbeatRefused(E.UNSUPPORTED_VERSION, "this coordinator cannot list topics")
+            validate(body, req.version)
+            if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                response = self._leave(op, body, metadata, get_group(str(body.group_id)))
+            else:
+                response = self._heartbeat(op, req, metadata, get_group(str(body.group_id)))
+        except HeartbeatRefused as e:
+            response = R(throttle_time_ms=0, error_code=int(e.code), error_message=e.message, member_id=None,
+                         member_epoch=0, heartbeat_interval_ms=0, assignment=None)  # fmt: skip
+        op.respond(req.token, response)
+
+    def _heartbeat(self, op: Op, req: ShardRequest, topics: TopicCatalogView, found: Any) -> Any:
+        body = req.body
+        cfg = op.ctx.config
+        group_id, member_id, epoch = str(body.group_id), str(body.member_id), int(body.member_epoch)
+        instance_id = body.instance_id
+        owned = _owned(body)
+        records: list[CoordinatorRecord] = []
+        if isinstance(found, ConsumerGroup):
+            group = found
+        else:
+            if found is not None and not found.is_empty():
+                raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if epoch != 0:
+                raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            if found is not None:
+                records.append(group_tombstone(group_id))  # an empty classic group becomes a consumer group
+            group = ConsumerGroup(group_id)  # replaying the records registers it
+        if len(group.members) >= cfg.consumer_max_size and member_id not in group.members:
+            raise HeartbeatRefused(
+                E.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {cfg.consumer_max_size} members.",
+            )
+        if not member_id:
+            member_id = op.ctx.new_member_id(req.client_id)
+
+        # 1. The member, found or created (a static member rejoining under a new id replaces its old self).
+        replaced: ConsumerMember | None = None
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if epoch != 0:
+                if member is None:
+                    raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+                _check_epoch(member, epoch, owned)
+        else:
+            existing = group.static_member(instance_id)
+            member = group.members.get(member_id)
+            if epoch == 0:
+                if existing is not None and existing.member_id != member_id:
+                    if existing.epoch != STATIC_LEAVE_EPOCH:
+                        raise HeartbeatRefused(
+                            E.UNRELEASED_INSTANCE_ID,
+                            f"Static member {member_id} with instance id {instance_id} cannot join the group because "
+                            f"the instance id is owned by {existing.member_id} member.",
+                        )
+                    replaced = existing
+            else:
+                if existing is None:
+                    raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise HeartbeatRefused(
+                        E.FENCED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                        f"{existing.member_id}.",
+                    )
+                member = existing
+                _check_epoch(member, epoch, owned)
+        is_new = member is None
+        if member is None:
+            member = ConsumerMember(member_id)
+            if replaced is not None:
+                member.metadata = replaced.metadata
+                member.assignment = MemberAssignment(member_id, 0, 0, MemberState.STABLE, replaced.assignment.assigned)
+
+        change = _Change.of(group)
+        change.records = records
+        if replaced is not None:
+            records.extend(member_removal_records(group_id, replaced.member_id))
+            del change.members[replaced.member_id]
+            op.cancel(consumer_session_key(group_id, replaced.member_id))
+            op.cancel(consumer_rebalance_key(group_id, replaced.member_id))
+
+        old = member.metadata
+        regex = getattr(body, "subscribed_topic_regex", None)
+        md = MemberMetadataValue(
+            instance_id=instance_id if instance_id is not None else old.instance_id,
+            rack_id=body.rack_id if body.rack_id is not None else old.rack_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            subscribed_topics=(
+                tuple(sorted(set(body.subscribed_topic_names)))
+                if body.subscribed_topic_names is not None
+                else old.subscribed_topics
+            ),
+            subscribed_regex=(regex or None) if regex is not None else old.subscribed_regex,
+            rebalance_timeout_ms=body.rebalance_timeout_ms if body.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
+            server_assignor=body.server_assignor if body.server_assignor is not None else old.server_assignor,
+        )
+        if is_new or md != old:
+            records.append(member_metadata_record(group_id, member_id, md))
+        change.members[member_id] = md
+        change.bump = (
+            group.epoch == 0
+            or (is_new and replaced is None)
+            or (md.subscribed_topics, md.subscribed_regex) != (old.subscribed_topics, old.subscribed_regex)
+        )
+        self._update_subscriptions(op, change, topics)
+
+        group_epoch = group.epoch + 1 if change.bump else group.epoch
+        if change.bump:
+            creation = group.creation_time_ms if group.creation_time_ms >= 0 else op.now_ms
+            records.append(group_epoch_record(group_id, group_epoch, creation))
+
+        # 2. The target assignment, when the group epoch moved past it.
+        targets = dict(group.targets)
+        if replaced is not None:
+            targets[member_id] = targets.pop(replaced.member_id, frozenset())
+        if group_epoch > group.assignment_epoch:
+            assignor = SERVER_ASSIGNORS[preferred_assignor(change.members.values())]
+            new_targets = compute_target(assignor, change.members, targets, change.regexes, change.metadata)
+            for mid in sorted(new_targets):
+                if mid not in group.targets or new_targets[mid] != group.targets[mid] or mid == member_id:
+                    records.append(target_member_record(group_id, mid, new_targets[mid]))
+            records.append(target_epoch_record(group_id, group_epoch, op.now_ms))
+            target_epoch, target = group_epoch, new_targets.get(member_id, frozenset())
+        else:
+            target_epoch, target = group.assignment_epoch, targets.get(member_id, frozenset())
+            if replaced is not None:
+                records.append(target_member_record(group_id, member_id, target))
+
+        # 3. Reconcile: revoke first, then take what the previous owners released.
+        owners = group.owners
+        replaced_id = None if replaced is None else replaced.member_id
+
+        def owner_of(p: TopicIdPartition) -> str | None:
+            owner = owners.get(p)
+            return member_id if owner is not None and owner == replaced_id else owner
+
+        current = member.assignment
+        updated = reconcile(current, target_epoch, target, owned, owner_of)
+        if is_new or updated != current:
+            records.append(current_assignment_record(group_id, updated))
+        rebalance_key = consumer_rebalance_key(group_id, member_id)
+        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+            if current.state is not MemberState.UNREVOKED_PARTITIONS or rebalance_key not in op.ctx.deadlines:
+                op.schedule(rebalance_key, max(md.rebalance_timeout_ms, 0))
+        else:
+            op.cancel(rebalance_key)
+        op.schedule(consumer_session_key(group_id, member_id), cfg.consumer_session_timeout_ms)
+        for record in records:
+            op.write(record)
+
+        R = CONSUMER_GROUP_HEARTBEAT.Response
+        full = epoch == 0 or (
+            body.rebalance_timeout_ms != -1 and body.subscribed_topic_names is not None and owned is not None
+        )
+        assignment = None
+        if full or updated.assigned != current.assigned:
+            assignment = R.Assignment(topic_partitions=[
+                R.Assignment.TopicPartitions(topic_id=t.topic_id, partitions=list(t.partitions))
+                for t in to_topic_partitions(updated.assigned)])  # fmt: skip
+        return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+                 member_epoch=updated.epoch, heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+                 assignment=assignment)  # fmt: skip
+
+    def _update_subscriptions(self, op: Op, change: _Change, topics: TopicCatalogView) -> None:
+        """Resolve new (and, on schedule, all) regular expressions, retire unused ones, and write the
+        partition metadata when the subscribed topics or their partition counts changed."""
+        group = change.group
+        in_use = {md.subscribed_regex for md in change.members.values() if md.subscribed_regex}
+        refresh = op.now_ms >= group.regex_refresh_deadline_ms
+        for regex in sorted(in_use):
+            if regex in group.regexes and not refresh:
+                continue
+            resolved = resolve_regex(regex, topics)
+            if regex not in group.regexes or group.regexes[regex].topics != resolved:
+                change.records.append(regex_record(group.group_id, regex, RegexValue(resolved, group.epoch, op.now_ms)))
+                change.regexes[regex] = resolved
+        if refresh and in_use:
+            group.regex_refresh_deadline_ms = op.now_ms + op.ctx.config.consumer_regex_refresh_interval_ms
+        for regex in sorted(set(group.regexes) - in_use):
+            change.records.append(regex_record(group.group_id, regex, None))
+            del change.regexes[regex]
+        names: set[str] = set()
+        for md in change.members.values():
+            names |= subscribed_topics(md, change.regexes)
+        wanted = subscription_metadata(names, topics)
+        held = () if group.partition_metadata is None else group.partition_metadata.topics
+        if wanted != held:
+            change.records.append(partition_metadata_record(group.group_id, PartitionMetadataValue(group.epoch, wanted)))
+            change.bump = True
+        change.metadata = wanted
+
+    # --- leaving and fencing --------------------------------------------------------------------------------
+
+    def _leave(self, op: Op, body: Any, topics: TopicCatalogView, found: Any) -> Any:
+        group_id, member_id, epoch = str(body.group_id), str(body.member_id), int(body.member_epoch)
+        if not isinstance(found, ConsumerGroup):
+            raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        group = found
+        if body.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        else:
+            member = group.static_member(body.instance_id)
+            if member is None:
+                raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID, f"Instance id {body.instance_id} is unknown.")
+            if member.member_id != member_id:
+                raise HeartbeatRefused(
+                    E.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {body.instance_id} was fenced by member "
+                    f"{member.member_id}.",
+                )
+        if epoch == STATIC_LEAVE_EPOCH:
+            # Gone for now: the member keeps its partitions (nobody else gets them) until its session ends.
+            a = member.assignment
+            op.write(current_assignment_record(
+                group_id, MemberAssignment(a.member_id, STATIC_LEAVE_EPOCH, a.epoch, a.state, a.assigned)))  # fmt: skip
+            op.cancel(consumer_rebalance_key(group_id, member.member_id))
+        else:
+            self.fence(op, group, member.member_id, topics)
+        R = CONSUMER_GROUP_HEARTBEAT.Response
+        return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id, member_epoch=epoch,
+                 heartbeat_interval_ms=0, assignment=None)  # fmt: skip
+
+    def fence(self, op: Op, group: ConsumerGroup, member_id: str, topics: TopicsView) -> None:
+        """Remove the member for good and bump the group epoch, so that the others get its partitions."""
+        change = _Change.of(group)
+        change.records.extend(member_removal_records(group.group_id, member_id))
+        del change.members[member_id]
+        if isinstance(topics, TopicCatalogView):
+            self._update_subscriptions(op, change, topics)
+        change.records.append(group_epoch_record(group.group_id, group.epoch + 1, group.creation_time_ms))
+        for record in change.records:
+            op.write(record)
+        op.cancel(consumer_session_key(group.group_id, member_id))
+        op.cancel(consumer_rebalance_key(group.group_id, member_id))
+
+    # --- timers -----------------------------------------------------------------------------------------------
+
+    def on_session_expired(self, op: Op, group: ConsumerGroup | None, member_id: str, topics: TopicsView) -> None:
+        if group is not None and member_id in group.members:
+            self.fence(op, group, member_id, topics)
+
+    def on_rebalance_expired(self, op: Op, group: ConsumerGroup | None, member_id: str, topics: TopicsView) -> None:
+        member = None if group is None else group.members.get(member_id)
+        if group is not None and member is not None and member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+            self.fence(op, group, member_id, topics)

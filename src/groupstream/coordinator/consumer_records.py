@@ -1,0 +1,130 @@
+"""The records a ``consumer`` (KIP-848) group writes, and ``replay_consumer_record``, which applies one.
+
+Kafka's order when a member goes away is current assignment, then target, then metadata; a deleted group
+loses its target metadata, partition metadata and group metadata last. Replay follows whatever order the log
+holds, so a restart rebuilds exactly the state the handlers saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, to_topic_partitions
+from groupstream.coordinator.reconcile import MemberAssignment
+from groupstream.protocol.consumer_group_records import (
+    CURRENT_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    PARTITION_METADATA,
+    REGULAR_EXPRESSION,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    CurrentMemberAssignmentValue,
+    GroupMetadataValue848,
+    MemberMetadataValue,
+    PartitionMetadataValue,
+    RegexKey,
+    RegexValue,
+    TargetAssignmentMemberValue,
+    TargetAssignmentMetadataValue,
+)
+from groupstream.protocol.group_records import CoordinatorRecord
+
+__all__ = [
+    "current_assignment_record",
+    "group_epoch_record",
+    "group_records_tombstones",
+    "is_consumer_group_record",
+    "member_metadata_record",
+    "member_removal_records",
+    "partition_metadata_record",
+    "regex_record",
+    "replay_consumer_record",
+    "target_epoch_record",
+    "target_member_record",
+]
+
+_VALUE_VERSION = 0
+_TOMBSTONE = -1
+
+
+def group_epoch_record(group_id: str, epoch: int, creation_time_ms: int) -> CoordinatorRecord:
+    return CoordinatorRecord(GROUP_METADATA, ConsumerGroupKey(group_id), _VALUE_VERSION,
+                             GroupMetadataValue848(epoch, 0, creation_time_ms))  # fmt: skip
+
+
+def partition_metadata_record(group_id: str, value: PartitionMetadataValue) -> CoordinatorRecord:
+    return CoordinatorRecord(PARTITION_METADATA, ConsumerGroupKey(group_id), _VALUE_VERSION, value)
+
+
+def member_metadata_record(group_id: str, member_id: str, value: MemberMetadataValue) -> CoordinatorRecord:
+    return CoordinatorRecord(MEMBER_METADATA, ConsumerMemberKey(group_id, member_id), _VALUE_VERSION, value)
+
+
+def target_member_record(group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> CoordinatorRecord:
+    value = TargetAssignmentMemberValue(to_topic_partitions(partitions))
+    return CoordinatorRecord(TARGET_MEMBER, ConsumerMemberKey(group_id, member_id), _VALUE_VERSION, value)
+
+
+def target_epoch_record(group_id: str, epoch: int, now_ms: int) -> CoordinatorRecord:
+    return CoordinatorRecord(TARGET_METADATA, ConsumerGroupKey(group_id), _VALUE_VERSION,
+                             TargetAssignmentMetadataValue(epoch, now_ms))  # fmt: skip
+
+
+def current_assignment_record(group_id: str, a: MemberAssignment) -> CoordinatorRecord:
+    value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), to_topic_partitions(a.assigned),
+                                         to_topic_partitions(a.pending_revocation))  # fmt: skip
+    return CoordinatorRecord(CURRENT_ASSIGNMENT, ConsumerMemberKey(group_id, a.member_id), _VALUE_VERSION, value)
+
+
+def regex_record(group_id: str, regex: str, value: RegexValue | None) -> CoordinatorRecord:
+    return CoordinatorRecord(REGULAR_EXPRESSION, RegexKey(group_id, regex),
+                             _TOMBSTONE if value is None else _VALUE_VERSION, value)  # fmt: skip
+
+
+def member_removal_records(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    """A member leaves for good: its current assignment, its target and its metadata, in Kafka's order."""
+    key = ConsumerMemberKey(group_id, member_id)
+    return [CoordinatorRecord(t, key, _TOMBSTONE, None) for t in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA)]
+
+
+def group_records_tombstones(group: ConsumerGroup) -> list[CoordinatorRecord]:
+    """Everything an empty group wrote, deleted: its regexes, target metadata, partition metadata, epoch."""
+    key = ConsumerGroupKey(group.group_id)
+    out = [regex_record(group.group_id, r, None) for r in sorted(group.regexes)]
+    out.extend(CoordinatorRecord(t, key, _TOMBSTONE, None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA))
+    return out
+
+
+def is_consumer_group_record(record: CoordinatorRecord) -> bool:
+    return isinstance(record.key, ConsumerGroupKey | ConsumerMemberKey | RegexKey)
+
+
+def replay_consumer_record(
+    record: CoordinatorRecord, get_group: Callable[[str, bool], ConsumerGroup | None], delete_group: Callable[[str], None]
+) -> None:
+    """Apply one consumer-group record. ``get_group(id, create)`` finds (or creates) the group;
+    ``delete_group`` drops one whose epoch record was tombstoned."""
+    key, value, kind = record.key, record.value, record.key_version
+    group = get_group(key.group, value is not None)
+    if group is None:
+        return
+    if kind == GROUP_METADATA:
+        if value is None:
+            delete_group(key.group)
+        else:
+            group.apply_epoch(value.epoch, value.creation_time_ms)
+    elif kind == PARTITION_METADATA:
+        group.apply_partition_metadata(value)
+    elif kind == TARGET_METADATA:
+        group.apply_target_epoch(0 if value is None else value.epoch)
+    elif kind == MEMBER_METADATA:
+        group.apply_member_metadata(key.member_id, value)
+    elif kind == TARGET_MEMBER:
+        group.apply_target_member(key.member_id, value)
+    elif kind == CURRENT_ASSIGNMENT:
+        group.apply_current_assignment(key.member_id, value)
+    elif kind == REGULAR_EXPRESSION:
+        group.apply_regex(key.regex, value)
