@@ -18,7 +18,9 @@ Commands on stdin, one per line: ``close`` (leave gracefully: ``consumer.close()
 was processed and not yet committed, at once, without polling first), ``more N`` (process N more records,
 then be idle again; confluent only).
 
-Config keys: client (confluent | kafka-python | aiokafka | groupstream), bootstrap, group, topics, strategy, name,
+Config keys: client (confluent | kafka-python | aiokafka | groupstream), protocol (classic, the default, or
+consumer: KIP-848, confluent and groupstream only; ``strategy`` then names the broker's assignor), bootstrap,
+group, topics, strategy, name,
 instance_id, session_timeout_ms, heartbeat_ms, max_poll_interval_ms, max_records (per poll), batch_delay_s
 (simulated processing time per non-empty batch), commit (``batch``: after every batch; ``manual``: only on
 the ``commit`` command), stop_after (records; then idle; confluent only), poll_timeout_ms (kafka-python:
@@ -109,13 +111,19 @@ def kafka_properties(cfg: dict[str, Any]) -> dict[str, Any]:
         "bootstrap.servers": cfg["bootstrap"],
         "group.id": cfg["group"],
         "client.id": cfg.get("name", "member"),
-        "partition.assignment.strategy": cfg.get("strategy", "range"),
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
-        "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
         "max.poll.interval.ms": cfg.get("max_poll_interval_ms", 60000),
     }
+    if cfg.get("protocol", "classic") == "consumer":
+        # KIP-848: the broker assigns (``strategy`` names its assignor) and sets session and heartbeat times.
+        conf.update({"group.protocol": "consumer", "group.remote.assignor": cfg.get("strategy", "uniform")})
+    else:
+        conf.update({
+            "partition.assignment.strategy": cfg.get("strategy", "range"),
+            "session.timeout.ms": cfg.get("session_timeout_ms", 6000),
+            "heartbeat.interval.ms": cfg.get("heartbeat_ms", 500),
+        })  # fmt: skip
     if cfg.get("instance_id"):
         conf["group.instance.id"] = cfg["instance_id"]
     return conf
@@ -144,7 +152,8 @@ def run_confluent(cfg: dict[str, Any], cmds: Commands) -> None:
     if os.environ.get("GROUP_MEMBER_DEBUG"):
         conf["debug"] = "cgrp"
     consumer = Consumer(conf)
-    cooperative = cfg.get("strategy") == "cooperative-sticky"
+    # Incremental callbacks: cooperative-sticky, and the consumer protocol, which is always incremental.
+    cooperative = cfg.get("strategy") == "cooperative-sticky" or cfg.get("protocol") == "consumer"
 
     def on_assign(c: Any, parts: list[Any]) -> None:
         got = {(tp.topic, tp.partition) for tp in parts}

@@ -72,13 +72,15 @@ def test_our_consumer_on_tansu(tansu_broker: BrokerProcess, members: Members, st
     scenario(tansu_broker.bootstrap, members, "groupstream", strategy)
 
 
-def scenario(bs: str, members: Members, client: str, strategy: str) -> None:
+def scenario(bs: str, members: Members, client: str, strategy: str, protocol: str = "classic") -> None:
+    """With ``protocol="consumer"`` (KIP-848) the broker assigns with ``strategy`` and must be started with
+    a session timeout of ``SESSION_TIMEOUT_MS``."""
     topic, group = unique(f"grp-{client}"), unique(f"g-{client}-{strategy}")
     create_topic(bs, topic, PARTITIONS)
     produced = produce(bs, topic, FIRST_BATCH, PARTITIONS, "first")
     all_parts = {(topic, p) for p in range(PARTITIONS)}
     members.common.update(
-        client=client, bootstrap=bs, group=group, topics=[topic], strategy=strategy,
+        client=client, protocol=protocol, bootstrap=bs, group=group, topics=[topic], strategy=strategy,
         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_ms=500, max_records=10, batch_delay_s=0.1,
     )  # fmt: skip
 
