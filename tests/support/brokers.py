@@ -289,6 +289,14 @@ class AutoCreateBroker:
         return self.process.bootstrap
 
 
+# Our broker for ``consumer`` (KIP-848) groups in tests: heartbeats every 500 ms and sessions of 6 s (Kafka's defaults,
+# 5 s and 45 s, would make every reconciliation step wait seconds), no initial rebalance delay.
+KIP848_TEST_SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 # Tansu auto-creates topics with this many partitions (observed with Tansu 0.6.0; asserted by the tests).
 TANSU_AUTO_CREATE_PARTITIONS = 4
 

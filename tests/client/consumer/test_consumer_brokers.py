@@ -171,17 +171,26 @@ class Recorder:
         self.threads.add(threading.current_thread().name)
 
 
-class Member:
-    """One of our consumers in a group, polled by its own thread, recording every record it returned."""
+def classic(strategy: str) -> dict[str, Any]:
+    """Group settings of a classic member with a client-side assignor."""
+    return {"partition.assignment.strategy": strategy, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 
-    def __init__(self, bs: str, group: str, topic: str, strategy: str) -> None:
+
+def kip848(assignor: str) -> dict[str, Any]:
+    """Group settings of a ``consumer`` (KIP-848) member: the broker assigns and sets the session."""
+    return {"group.protocol": "consumer", "group.remote.assignor": assignor}
+
+
+class Member:
+    """One of our consumers in a group, polled by its own thread, recording every record it returned (and when:
+    ``times`` holds each poll's return time per partition)."""
+
+    def __init__(self, bs: str, group: str, topic: str, settings: dict[str, Any]) -> None:
         self.listener = Recorder()
         self.records: list[tuple[int, int]] = []
-        self.consumer = Consumer({
-            "bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": strategy, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-            "auto.commit.interval.ms": 200,
-        })  # fmt: skip
+        self.times: dict[int, list[float]] = {}
+        self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                                  "auto.commit.interval.ms": 200, **settings})  # fmt: skip
         self.consumer.subscribe([topic], listener=self.listener)
         self._stop = threading.Event()
         self.error: BaseException | None = None
@@ -191,8 +200,12 @@ class Member:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for r in self.consumer.poll(0.2):
+                batch = self.consumer.poll(0.2)
+                now = time.monotonic()
+                for r in batch:
                     self.records.append((r.partition, r.offset))
+                for p in {r.partition for r in batch}:
+                    self.times.setdefault(p, []).append(now)
             self.consumer.close()
         except BaseException as e:
             self.error = e
@@ -205,16 +218,20 @@ class Member:
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_a_group_of_our_consumers_splits_rebalances_and_consumes_everything_once(bs: str, strategy: str) -> None:
+    group_splits_rebalances_and_consumes_everything_once(bs, classic(strategy))
+
+
+def group_splits_rebalances_and_consumes_everything_once(bs: str, settings: dict[str, Any]) -> None:
     partitions = 6
     topic = new_topic(bs, partitions, 3_000)
     group = f"g-{uuid.uuid4().hex[:6]}"
     everything = {(p, o) for p in range(partitions) for o in range(500)}
-    members = [Member(bs, group, topic, strategy) for _ in range(2)]
+    members = [Member(bs, group, topic, settings) for _ in range(2)]
     all_members = list(members)
     try:
         wait_until(lambda: sum(len(m.listener.owned) for m in members) == partitions
                    and all(m.listener.owned for m in members), 60, "two members to split the partitions")  # fmt: skip
-        members.append(Member(bs, group, topic, strategy))
+        members.append(Member(bs, group, topic, settings))
         all_members.append(members[-1])
         wait_until(lambda: all(m.listener.owned for m in members)
                    and sum(len(m.listener.owned) for m in members) == partitions, 60, "three members to split")  # fmt: skip
@@ -237,11 +254,13 @@ def test_a_group_of_our_consumers_splits_rebalances_and_consumes_everything_once
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_kip822_paused_partitions_stay_paused_across_a_rebalance(bs: str, strategy: str) -> None:
+    paused_partitions_stay_paused_across_a_rebalance(bs, classic(strategy))
+
+
+def paused_partitions_stay_paused_across_a_rebalance(bs: str, settings: dict[str, Any]) -> None:
     topic = new_topic(bs, 4, 400)
     group = f"g-{uuid.uuid4().hex[:6]}"
-    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500}  # fmt: skip
+    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest", **settings}
     first = Consumer(conf)
     listener = Recorder()
     first.subscribe([topic], listener=listener)

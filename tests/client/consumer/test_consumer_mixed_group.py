@@ -1,5 +1,6 @@
-"""Mixed groups (issue 5): our consumers and confluent-kafka consumers in one classic group on our broker split
-the partitions between them, never own one partition at the same time, and consume every record once."""
+"""Mixed groups (issue 5): our consumers and confluent-kafka consumers in one group on our broker, with the classic
+and with the ``consumer`` (KIP-848) protocol, split the partitions between them, never own one partition at the
+same time, and consume every record once."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ pytestmark = pytest.mark.broker_ours
 PARTITIONS = 6
 
 
+CLASSIC = {"partition.assignment.strategy": "range", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+KIP848 = {"group.protocol": "consumer", "group.remote.assignor": "uniform"}
+
+
 class Ours:
-    def __init__(self, bs: str, group: str, topic: str) -> None:
+    def __init__(self, bs: str, group: str, topic: str, settings: dict[str, Any]) -> None:
         self.owned: set[int] = set()
         self.records: list[tuple[int, int]] = []
         self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-                                  "partition.assignment.strategy": "range", "session.timeout.ms": 6000,
-                                  "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 200})  # fmt: skip
+                                  "auto.commit.interval.ms": 200, **settings})  # fmt: skip
         self.consumer.subscribe([topic], listener=self)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run)
@@ -50,14 +54,14 @@ class Ours:
 
 
 class Theirs(Ours):
-    def __init__(self, bs: str, group: str, topic: str) -> None:  # same shape, librdkafka inside
+    def __init__(self, bs: str, group: str, topic: str, settings: dict[str, Any]) -> None:  # librdkafka inside
         self.owned = set()
         self.records = []
         self.consumer = ConfluentConsumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-                                           "partition.assignment.strategy": "range", "session.timeout.ms": 6000,
-                                           "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 200})  # fmt: skip
+                                           "auto.commit.interval.ms": 200, **settings})  # fmt: skip
         self.consumer.subscribe([topic], on_assign=lambda _c, ps: self.on_partitions_assigned(ps),
-                                on_revoke=lambda _c, ps: self.on_partitions_revoked(ps))  # fmt: skip
+                                on_revoke=lambda _c, ps: self.on_partitions_revoked(ps),
+                                on_lost=lambda _c, ps: self.on_partitions_revoked(ps))  # fmt: skip
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run)
         self.thread.start()
@@ -71,16 +75,23 @@ class Theirs(Ours):
 
 
 def test_our_consumers_and_confluent_consumers_share_a_group(groupstream_broker: BrokerProcess) -> None:
-    bs = groupstream_broker.bootstrap
+    share_a_group(groupstream_broker.bootstrap, CLASSIC)
+
+
+def test_our_consumers_and_confluent_consumers_share_a_consumer_protocol_group(kip848_broker: BrokerProcess) -> None:
+    share_a_group(kip848_broker.bootstrap, KIP848)
+
+
+def share_a_group(bs: str, settings: dict[str, Any]) -> None:
     topic, group = f"mixed-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS)])
         produce(admin.connection, topic, [ProducerRecord(b"v%d" % i, partition=i % PARTITIONS) for i in range(3000)])
-    members: list[Ours] = [Ours(bs, group, topic), Theirs(bs, group, topic)]
+    members: list[Ours] = [Ours(bs, group, topic, settings), Theirs(bs, group, topic, settings)]
     try:
         wait_until(lambda: all(m.owned for m in members) and sum(len(m.owned) for m in members) == PARTITIONS,
                    60, "our consumer and confluent's to split the partitions")  # fmt: skip
-        members.append(Ours(bs, group, topic))
+        members.append(Ours(bs, group, topic, settings))
         wait_until(lambda: all(m.owned for m in members) and sum(len(m.owned) for m in members) == PARTITIONS,
                    60, "three members to split the partitions")  # fmt: skip
         owned = [m.owned for m in members]
