@@ -37,9 +37,12 @@ def test_a_reset_keeps_its_checkpoint_and_discards_what_came_after(tmp_path: Pat
     a.prepare(2)  # checkpoint 2 never completed
     a.write([{"n": 3}])  # not even prepared
     restarted = CheckpointedParquetSink(tmp_path, "a")
+    assert restarted.has_prepared()  # its fate is the region's next resume or reset
+    assert not CheckpointedParquetSink(tmp_path, "b").has_prepared()
     restarted.reset(1)
     assert table_rows(tmp_path) == [1]
     assert list((tmp_path / "_prepared").iterdir()) == []
+    assert not restarted.has_prepared()
     restarted.write([{"n": 2}])
     restarted.prepare(3)
     restarted.commit(3)

@@ -32,6 +32,18 @@ def test_partitions_one_member_saw_added_must_be_covered_too() -> None:
     assert not merges.contribute(key, "b", frozenset(P[:3]), {})  # b saw a third partition nobody covers
 
 
+def test_a_contribution_without_assignable_partitions_does_not_complete_the_merge() -> None:
+    """A member that joined after the checkpoint contributes nothing; if it is the first to contribute, the
+    merge must still wait for those who owned partitions at the cut (else it seeks to the initial offsets)."""
+    merges = OffsetMerges()
+    key = MergeKey(5, 4)
+    assert not merges.contribute(key, "d", frozenset(), {})
+    assert merges.merged(key) is None
+    assert not merges.contribute(key, "a", ALL, {p: 10 for p in P[:3]})
+    assert merges.contribute(key, "b", ALL, {p: 20 for p in P[3:]})
+    assert merges.merged(key) == {**{p: 10 for p in P[:3]}, **{p: 20 for p in P[3:]}}
+
+
 def test_conflicting_offsets_keep_the_higher_and_are_reported() -> None:
     merges = OffsetMerges()
     key = MergeKey(1, 1)

@@ -171,6 +171,21 @@ def test_drain_waits_for_the_queue_commits_once_and_records_its_time() -> None:
     assert (op.metrics.last_drain_ms, op.metrics.max_drain_ms) == (5, 250)
 
 
+def test_the_checkpoint_takes_the_committed_offsets_read_once_the_whole_region_drained() -> None:
+    """At its own drain, a member may read another member's partitions before that member committed this drain
+    (the seed's note); what it reads at checkpoint time, after every member drained, replaces that."""
+    op = polling(frozenset(P[:2]))
+    op.submitted(P[0], 7)
+    op.drain(0)
+    op.queue_empty()
+    op.commit_done(None)
+    op.committed_fetched(5, {P[0]: 8, P[1]: 0, P[2]: 40, P[3]: 50})  # P2, P3: their owner had not committed yet
+    assert op.checkpoint_partitions == ALL
+    ckpt = op.checkpoint({P[0]: 3, P[2]: 60, P[3]: 70})  # its own partitions: what it committed wins
+    assert ckpt.committed == {P[0]: 8, P[1]: 0, P[2]: 60, P[3]: 70}
+    assert ckpt.offset_manager == {P[0]: 8, P[1]: 0}
+
+
 def test_an_operator_driven_drain_commits_at_once() -> None:
     op = polling(frozenset(P[:1]))
     op.submitted(P[0], 1)

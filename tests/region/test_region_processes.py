@@ -126,7 +126,9 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
                 p.proc.kill()
 
     values = _output(tmp_path / "out")
-    assert len(values) == len(set(values)), f"{len(values) - len(set(values))} records are in the output twice"
+    assert len(values) == len(set(values)), (
+        f"{len(values) - len(set(values))} records are in the output twice:\n{_duplicates(tmp_path / 'out')}"
+    )
     assert sorted(values) == [b"r%07d" % i for i in range(feed.produced)]
     resets = _check_resumption(procs, tmp_path / "out", topic)
     assert resets >= 3, f"only {resets} resets were logged: the scenario did not happen"
@@ -141,6 +143,27 @@ def _output(table: Path) -> list[bytes]:
     import pyarrow.parquet as pq
 
     return [v for f in sorted(table.glob("part-*.parquet")) for v in pq.read_table(f).column("value").to_pylist()]
+
+
+def _duplicates(table: Path) -> str:
+    """Which records are published more than once: per partition, the offset ranges and the files holding them."""
+    import pyarrow.parquet as pq
+
+    files: dict[tuple[int, int], list[str]] = {}
+    for f in sorted(table.glob("part-*.parquet")):
+        t = pq.read_table(f, columns=["partition", "offset"]).to_pydict()
+        for p, o in zip(t["partition"], t["offset"], strict=True):
+            files.setdefault((p, o), []).append(f.name)
+    ranges: list[tuple[int, int, int, list[str]]] = []  # partition, first, last, files
+    for (p, o), names in sorted(files.items()):
+        if len(names) < 2:
+            continue
+        if ranges and ranges[-1][0] == p and ranges[-1][2] == o - 1 and ranges[-1][3] == names:
+            ranges[-1] = (p, ranges[-1][1], o, names)
+        else:
+            ranges.append((p, o, o, names))
+    return "\n".join(f"  partition {p} offsets {first}..{last} ({last - first + 1}) in {', '.join(names)}"
+                     for p, first, last, names in ranges)  # fmt: skip
 
 
 def _published_ends(table: Path, topic: str, upto: int | None = None) -> dict[tuple[str, int], int]:

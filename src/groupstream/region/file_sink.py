@@ -72,6 +72,10 @@ class CheckpointedParquetSink:
                 out.append((int(cid), path))
         return sorted(out)
 
+    def has_prepared(self) -> bool:
+        """Whether this member has prepared files that are neither published nor discarded yet."""
+        return bool(self._prepared())
+
     def commit(self, upto_checkpoint_id: int) -> int:
         """The region's checkpoint ``upto_checkpoint_id`` is complete: publish this member's prepared files of it
         and older ones. Returns how many files were published."""

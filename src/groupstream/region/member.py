@@ -138,8 +138,24 @@ class RegionMember:
     # --- the event thread -------------------------------------------------------------------------------
 
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
-        """The event thread's loop (call it on the thread that owns the consumer) until ``until()`` or stop."""
-        while not self._stop.is_set() and not until():
+        """The event thread's loop (call it on the thread that owns the consumer) until ``until()`` or stop.
+
+        A member asked to leave (``until()``) in the middle of a cycle first follows the region until the cycle
+        is over (`in_cycle`), at most twice the reset timeout: its drain committed offsets beyond its published
+        output, and a checkpoint file it prepared is published or discarded only by the controller's next
+        resume or reset. Leaving before, its prepared output would never be published while the region resumes
+        its partitions after it."""
+        leave_by: int | None = None
+        while not self._stop.is_set():
+            if until():
+                if not self.in_cycle():
+                    break
+                if leave_by is None:
+                    leave_by = _now() + 2 * self.config.reset_timeout_ms
+                    self.events.append(f"leaving after the cycle under way ({self.core.state.value})")
+                elif _now() >= leave_by:
+                    self.events.append(f"leaving in the middle of a cycle ({self.core.state.value})")
+                    break
             if self._error is not None:
                 raise self._error
             self._follow_commands()
@@ -157,6 +173,10 @@ class RegionMember:
                 self.plane.wait_for(lambda v: v.command if v.command and v.command.seq > self._last_seq else None,
                                     0.2)  # fmt: skip
                 self.consumer.serve()  # a rebalance while drained or resetting must still reach the core
+
+    def in_cycle(self) -> bool:
+        """Drained for a checkpoint, or holding prepared output, that the controller has not resolved yet."""
+        return self.core.state in (OperatorState.DRAINING, OperatorState.DRAINED) or self.sink.has_prepared()
 
     def stop(self) -> None:
         self._stop.set()
@@ -202,7 +222,11 @@ class RegionMember:
         elif c.kind == "checkpoint":
             assert c.checkpoint_id is not None
             try:
-                data = self.core.checkpoint()
+                # every member has drained (committed its share of the cut) before the controller asks for the
+                # checkpoint: the committed offsets read now are the cut's, also for partitions others own
+                committed = (self.consumer.committed(self.core.checkpoint_partitions)
+                             if self.core.state is OperatorState.DRAINED else {})  # fmt: skip
+                data = self.core.checkpoint(committed)
                 self.store.save(c.checkpoint_id, cfg.member_id, data.to_json())
                 self.sink.prepare(c.checkpoint_id)
             except Exception as e:  # the controller resets the region to the last complete checkpoint

@@ -3,8 +3,9 @@
 On a reset to a checkpoint, each member contributes its offset manager at that checkpoint (the next offsets of
 the partitions it owned) with the assignable partitions it saw. Once the contributions cover every assignable
 partition, the merge is complete: every member can seek any partition to where the consistent cut left it,
-even one another member owned at the cut. A member that does not see the merge complete in time falls back
-to the committed offsets it checkpointed (`seek_map`).
+even one another member owned at the cut. Contributions that name no assignable partition at all (a member
+that joined after the checkpoint contributes an empty one) never complete a merge. A member that does not see
+the merge complete in time falls back to the committed offsets it checkpointed (`seek_map`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ class _Merge:
 
     @property
     def complete(self) -> bool:
-        return bool(self.members) and self.assignable <= self.offsets.keys()
+        # A contribution naming no assignable partitions (a member that joined after the checkpoint, or one
+        # that checkpointed before its first assignment) says nothing about the cut: alone it must not make
+        # the merge complete, or a member would seek to an empty merge, i.e. to the initial offsets.
+        return bool(self.assignable) and self.assignable <= self.offsets.keys()
 
 
 class OffsetMerges:

@@ -17,7 +17,7 @@ What the seed prescribes, and where it lands here:
 - drain stops polling, waits for the message queue to empty unless the region is operator driven, then makes
   one synchronous commit of the offset manager; a failed commit restarts the operator (and so resets);
 - a checkpoint holds the assignable partitions, the offset manager, and the committed offsets of all
-  assignable partitions seen at drain;
+  assignable partitions, as read at checkpoint time (after the whole region drained) when given, else at drain;
 - a reset to a checkpoint contributes the checkpoint's offset manager to the merge keyed by [checkpoint id,
   reset attempt] and seeks to the merge, or, when it does not complete in time, to the checkpoint's
   committed offsets; a reset to the initial state seeks to the initial offsets. Partitions without an entry
@@ -304,14 +304,25 @@ class GroupConsumerOperator:
         self.metrics.max_drain_ms = max(self.metrics.max_drain_ms, took)
         return []
 
-    def checkpoint(self) -> OperatorCheckpoint:
+    def checkpoint(self, committed_now: Offsets | None = None) -> OperatorCheckpoint:
+        """``committed_now``: the committed offsets of `checkpoint_partitions` read at checkpoint time. The region
+        checkpoints only once every member has drained, so by then every owner has committed its share of the
+        cut; what this member read at its own drain may predate another member's commit (the seed's note), and
+        a reset whose merge is incomplete (a member that owned partitions at the cut has left) seeks to these
+        offsets: stale ones would replay output that is already published."""
         if self.state is not _S.DRAINED:
             raise InvalidOperatorTransition(self.state, _S.DRAINED)
+        committed = {**self.committed_at_drain, **(committed_now or {}), **self.offsets.snapshot()}
         return OperatorCheckpoint(
-            assignable=self.assignable | self.assigned,
+            assignable=self.checkpoint_partitions,
             offset_manager=self.offsets.snapshot(),
-            committed=dict(sorted(self.committed_at_drain.items())),
+            committed=dict(sorted(committed.items())),
         )
+
+    @property
+    def checkpoint_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions a checkpoint covers: every assignable partition and every assigned one."""
+        return self.assignable | self.assigned
 
     def resume(self) -> list[Effect]:
         """The checkpoint is taken: poll again."""
