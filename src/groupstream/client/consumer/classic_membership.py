@@ -32,7 +32,11 @@ from typing import Any
 from groupstream.assignment.base import ConsumerPartitionAssignor, select_rebalance_protocol
 from groupstream.assignment.types import ClusterView, RebalanceProtocol, Subscription, TopicPartition
 from groupstream.client.consumer.classic_member_state import ClassicMemberState, check_transition
-from groupstream.client.consumer.consumer_membership_errors import FencedInstanceIdError, GroupMembershipError
+from groupstream.client.consumer.consumer_membership_errors import (
+    FencedInstanceIdError,
+    GroupMembershipError,
+    MaxPollIntervalExceededError,
+)
 from groupstream.client.consumer.membership_api import (
     AssignmentTarget,
     CommitIdentity,
@@ -178,6 +182,11 @@ class ClassicMembershipManager:
 
     def fatal_error(self) -> BaseException | None:
         return self._fatal
+
+    def left_group_error(self) -> MaxPollIntervalExceededError | None:
+        if not self._left_for_poll_timeout:
+            return None
+        return MaxPollIntervalExceededError(self.config.group_id, self.config.rebalance_timeout_ms)
 
     # --- the request manager -----------------------------------------------------------------------------
 

@@ -72,12 +72,14 @@ class CommitManager:
         locator: CoordinatorLocator,
         identity: Callable[[], CommitIdentity],
         on_membership_error: Callable[[int, int], None],
+        left_group: Callable[[], BaseException | None],
         retry_backoff_ms: int,
     ) -> None:
         self.group_id = group_id
         self._locator = locator
         self._identity = identity
         self._on_membership_error = on_membership_error
+        self._left_group = left_group
         self._backoff_ms = retry_backoff_ms
         self._calls: list[_Call] = []
         self.closed = False
@@ -85,6 +87,13 @@ class CommitManager:
     # --- what other parts ask for ----------------------------------------------------------------------
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], now_ms: int, timeout_ms: int, done: Done) -> None:
+        left = self._left_group()
+        if left is not None:
+            # Out of the group until the next poll: whatever it would commit now, the partitions' new owners
+            # may have committed already (Java's "kicked out of the group" CommitFailedException, with why).
+            done(None, CommitFailedError(ErrorCode.UNKNOWN_MEMBER_ID, f"commit refused: {left}",
+                                         resource=f"group '{self.group_id}'"))  # fmt: skip
+            return
         if not offsets:
             done(None, None)
             return

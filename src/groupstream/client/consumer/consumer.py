@@ -71,6 +71,7 @@ class Consumer:
                 locator,
                 lambda: self._core.identity(),
                 lambda code, now: self._core.on_membership_error(code, now),
+                lambda: self._core.left_group_error(),
                 net.retry_backoff_ms,
             )
         self._commits = commits

@@ -183,6 +183,9 @@ class ConsumerCore:
             return NO_GROUP_IDENTITY
         return member.commit_identity()
 
+    def left_group_error(self) -> BaseException | None:
+        return None if self.membership is None else self.membership.left_group_error()
+
     def on_membership_error(self, code: int, now_ms: int) -> None:
         if self.membership is not None:
             self.membership.commit_rejected(code, now_ms)

@@ -258,7 +258,7 @@ class ConsumerMembershipManager:
 
     def left_group_error(self) -> MaxPollIntervalExceededError | None:
         """Why the member is out of the group while UNJOINED (``max.poll.interval.ms`` ran out), for the
-        consumer to raise instead of a bare commit failure; None once it rejoins. Not part of the contract."""
+        consumer to raise instead of a bare commit failure; None once it rejoins."""
         return self._poll_timeout
 
     # --- RequestManager -----------------------------------------------------------------------------------------

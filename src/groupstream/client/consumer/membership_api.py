@@ -120,3 +120,8 @@ class MembershipManager(RequestManager, Protocol):
     def fatal_error(self) -> BaseException | None:
         """A typed error the application must see on its next call (a fenced static member), or None."""
         ...
+
+    def left_group_error(self) -> BaseException | None:
+        """Why the member is out of the group until its next ``poll`` (``max.poll.interval.ms`` ran out), or
+        None: a commit meanwhile fails with this reason rather than a bare "commit failed"."""
+        ...
