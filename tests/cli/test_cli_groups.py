@@ -97,7 +97,7 @@ def test_list_and_describe_views(our_broker: BrokerProcess) -> None:
         committed = _committed(our_broker.bootstrap, group)
 
         rows = {r[0]: r for r in _rows(ok("groups", "list", *bs))}
-        assert rows[group][1:] == ["consumer", "Stable"]
+        assert rows[group][1:] == ["classic", "consumer", "Stable"]
         assert group in {r[0] for r in _rows(ok("groups", "list", "--state", "stable", *bs))}
         assert group not in {r[0] for r in _rows(ok("groups", "list", "--state", "EMPTY", *bs))}
 

@@ -2,7 +2,10 @@
 ``kafka-consumer-groups.sh`` shows and changes them, so what operators know from Kafka works here unchanged.
 
 ``describe`` prints Kafka's columns (GROUP, TOPIC, PARTITION, CURRENT-OFFSET, LOG-END-OFFSET, LAG,
-CONSUMER-ID, HOST, CLIENT-ID), with ``--members`` and ``--state`` views; ``reset-offsets`` computes new
+CONSUMER-ID, HOST, CLIENT-ID), with ``--members`` and ``--state`` views; for a KIP-848 ``consumer`` group these
+add what Kafka 4's tool shows (ConsumerGroupDescribe): the group epoch and target assignment epoch, and per
+member its epoch, current and target assignment, and whether it is stable or still reconciling. ``list``
+shows each group's type (classic or consumer) and filters by it (``--type``). ``reset-offsets`` computes new
 positions (earliest, latest, a datetime, an offset, a shift) and only writes them with ``--execute``, and,
 like Kafka, only while the group has no members: a live member would overwrite the reset with its next
 commit, so resetting under it would be a lie.
@@ -11,15 +14,22 @@ commit, so resetting under it would be a lie.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from rich.table import Table
 
 from groupstream.cli.common import add_bootstrap, open_admin, stderr, stdout
 from groupstream.cli.errors import UserError
-from groupstream.client.admin import Admin, GroupDescription, parse_group_state
-from groupstream.client.errors import KafkaError
+from groupstream.client.admin import (
+    Admin,
+    ConsumerGroupDescription,
+    GroupDescription,
+    parse_group_state,
+    parse_group_type,
+)
+from groupstream.client.errors import KafkaError, UnsupportedVersionError
+from groupstream.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from groupstream.protocol.error_codes import ErrorCode
 
 TopicPart = tuple[str, int]
@@ -33,7 +43,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ls = gsub.add_parser("list", help="list consumer groups")
     ls.add_argument("--state", action="append", type=_state, default=None, metavar="STATE",
                     help="only groups in this state (Empty, Stable, PreparingRebalance, CompletingRebalance, "
-                         "Dead; repeatable, any case)")  # fmt: skip
+                         "Dead; consumer groups also Assigning, Reconciling; repeatable, any case)")  # fmt: skip
+    ls.add_argument("--type", action="append", type=_group_type, default=None, metavar="TYPE",
+                    help="only groups of this type (classic, consumer; repeatable)")  # fmt: skip
     ls.set_defaults(func=list_, command_name="groups list")
 
     d = gsub.add_parser("describe", help="committed offsets, lag and owners per partition (or members, state)")
@@ -41,7 +53,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view = d.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true", help="one row per member instead of per partition")
     view.add_argument("--state", action="store_true", help="the group's coordinator, strategy, state, size")
-    d.add_argument("--verbose", action="store_true", help="with --members: instance ids and assignments")
+    d.add_argument("--verbose", action="store_true",
+                   help="with --members: instance ids and assignments (and, for consumer groups, epochs, target "
+                        "assignments and member states); with --state: the epochs")  # fmt: skip
     d.set_defaults(func=describe, command_name="groups describe")
 
     r = gsub.add_parser("reset-offsets", help="move a group's committed offsets (only while it has no members)")
@@ -85,6 +99,13 @@ def _state(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _group_type(text: str) -> str:
+    try:
+        return parse_group_type(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _topic_spec(text: str) -> tuple[str, tuple[int, ...] | None]:
     """``T`` (every partition) or ``T:0,2,5-7``."""
     topic, sep, parts = text.partition(":")
@@ -119,20 +140,26 @@ def _datetime_ms(text: str) -> int:
 
 def list_(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
-        groups = admin.list_groups(args.state)
+        groups = admin.list_groups(args.state, args.type)
         missing = [g.group_id for g in groups if g.state is None]
         states = {gid: d.state for gid, d in admin.describe_groups(missing).items()} if missing else {}
-    what = f" in state {', '.join(args.state)}" if args.state else ""
-    table = Table(title=f"{len(groups)} group{'s' if len(groups) != 1 else ''}{what} on {args.bootstrap_server}")
-    for col in ("GROUP", "PROTOCOL-TYPE", "STATE"):
+    what = [f"in state {', '.join(args.state)}"] if args.state else []
+    what += [f"of type {', '.join(args.type)}"] if args.type else []
+    table = Table(title=f"{len(groups)} group{'s' if len(groups) != 1 else ''}"
+                        f"{''.join(' ' + w for w in what)} on {args.bootstrap_server}")  # fmt: skip
+    for col in ("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"):
         table.add_column(col)
     for g in groups:
-        table.add_row(g.group_id, g.protocol_type or "-", g.state or states.get(g.group_id, "-"))
+        # a broker before ListGroups v5 reports no type: it has classic groups only
+        table.add_row(g.group_id, g.group_type or "classic", g.protocol_type or "-",
+                      g.state or states.get(g.group_id, "-"))  # fmt: skip
     stdout.print(table)
     return 0
 
 
 # --- describe ------------------------------------------------------------------------------------------
+
+_REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -142,25 +169,48 @@ def describe(args: argparse.Namespace) -> int:
         missing = [g for g in args.groups if not descs[g].exists and not offsets[g]]
         if missing:
             raise UserError(f"consumer group {missing[0]!r} does not exist")
+        consumer = _consumer_groups(admin, descs.values()) if args.state or args.members else {}
         if args.state:
-            _state_view(descs.values())
+            _state_view([descs[g] for g in args.groups], consumer, args.verbose)
         elif args.members:
-            _members_view(descs.values(), args.verbose)
+            _members_view([descs[g] for g in args.groups], consumer, args.verbose)
         else:
             for g in args.groups:
                 _offsets_view(admin, descs[g], {tp: om.offset for tp, om in offsets[g].items()})
     return 0
 
 
-def _notes(desc: GroupDescription) -> None:
-    if desc.state in ("PreparingRebalance", "CompletingRebalance"):
-        stdout.print(f"Warning: consumer group {desc.group_id!r} is rebalancing.")
-    if not desc.members:
-        stdout.print(f"Consumer group {desc.group_id!r} has no active members.")
+def _consumer_groups(admin: Admin, descs: Iterable[GroupDescription]) -> dict[str, ConsumerGroupDescription]:
+    """The KIP-848 groups among ``descs``, as ConsumerGroupDescribe shows them. DescribeGroups names both
+    kinds' protocol type ``consumer``; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a classic group,
+    and a broker without it (before KIP-848) has only classic groups. A group epoch below 0 is no consumer
+    group either (Tansu 0.6 answers every group id so, without an error)."""
+    candidates = [d.group_id for d in descs if d.exists and d.protocol_type == CONSUMER_PROTOCOL_TYPE]
+    if not candidates or not admin.connection.supports("ConsumerGroupDescribe"):
+        return {}
+    try:
+        results = admin.describe_consumer_groups_or_errors(candidates)
+    except UnsupportedVersionError:
+        return {}
+    out: dict[str, ConsumerGroupDescription] = {}
+    for group, result in results.items():
+        if isinstance(result, ConsumerGroupDescription):
+            if result.group_epoch >= 0:
+                out[group] = result
+        elif result.code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise result
+    return out
+
+
+def _notes(group_id: str, state: str, members: int) -> None:
+    if state in _REBALANCING:
+        stdout.print(f"Warning: consumer group {group_id!r} is rebalancing.")
+    if not members:
+        stdout.print(f"Consumer group {group_id!r} has no active members.")
 
 
 def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[TopicPart, int]) -> None:
-    _notes(desc)
+    _notes(desc.group_id, desc.state, len(desc.members))
     owners = desc.owners()
     partitions = sorted(set(owners) | set(committed))
     ends = admin.log_end_offsets(partitions)
@@ -184,7 +234,23 @@ def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[Topic
     stdout.print(table)
 
 
-def _members_view(descs: Iterable[GroupDescription], verbose: bool) -> None:
+def _members_view(
+    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], verbose: bool
+) -> None:
+    """Kafka's member rows. With --verbose a consumer group's members get Kafka 4's columns (CURRENT-EPOCH,
+    CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT) and their state, in a table of their own."""
+    if not verbose:
+        _members_table([consumer.get(d.group_id, d) for d in descs], verbose)
+        return
+    classic = [d for d in descs if d.group_id not in consumer]
+    if classic:
+        _members_table(classic, verbose)
+    kip848 = [consumer[d.group_id] for d in descs if d.group_id in consumer]
+    if kip848:
+        _consumer_members_table(kip848)
+
+
+def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription], verbose: bool) -> None:
     table = Table()
     cols = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if verbose else []) + ["HOST", "CLIENT-ID",
                                                                                    "#PARTITIONS"]
@@ -192,7 +258,11 @@ def _members_view(descs: Iterable[GroupDescription], verbose: bool) -> None:
     for col in cols:
         table.add_column(col, justify="right" if col == "#PARTITIONS" else "left")
     for desc in descs:
-        _notes(desc)
+        _notes(desc.group_id, desc.state, len(desc.members))
+        if isinstance(desc, ConsumerGroupDescription):
+            for cm in desc.members:
+                table.add_row(desc.group_id, cm.member_id, cm.client_host, cm.client_id, str(len(cm.assignment)))  # fmt: skip
+            continue
         for m in sorted(desc.members, key=lambda m: m.member_id):
             row = [desc.group_id, m.member_id]
             row += [m.group_instance_id or "-"] if verbose else []
@@ -206,13 +276,54 @@ def _members_view(descs: Iterable[GroupDescription], verbose: bool) -> None:
     stdout.print(table)
 
 
-def _state_view(descs: Iterable[GroupDescription]) -> None:
+def _consumer_members_table(groups: list[ConsumerGroupDescription]) -> None:
     table = Table()
-    for col in ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"):
-        table.add_column(col, justify="right" if col == "#MEMBERS" else "left")
+    cols = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE")  # fmt: skip
+    numeric = ("#PARTITIONS", "CURRENT-EPOCH", "TARGET-EPOCH")
+    for col in cols:
+        table.add_column(col, justify="right" if col in numeric else "left")
+    for cg in groups:
+        _notes(cg.group_id, cg.state, len(cg.members))
+        for m in cg.members:
+            table.add_row(
+                cg.group_id, m.member_id, m.instance_id or "-", m.client_host, m.client_id,
+                str(len(m.assignment)), str(m.member_epoch), _assignment_text(m.assignment),
+                str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state,
+            )  # fmt: skip
+    stdout.print(table)
+
+
+def _assignment_text(partitions: Iterable[TopicPart]) -> str:
+    """Kafka 4's form: ``topic:0,1;other:3``, topics sorted; ``-`` when empty."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())) or "-"
+
+
+def _state_view(
+    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], verbose: bool
+) -> None:
+    """Kafka's state row; with --verbose, or when a consumer group is among them, Kafka 4's GROUP-EPOCH and
+    TARGET-ASSIGNMENT-EPOCH too (``-`` for classic groups, which have generations instead)."""
+    epochs = verbose or bool(consumer)
+    table = Table()
+    cols = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
+    cols += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if epochs else []
+    for col in [*cols, "#MEMBERS"]:
+        table.add_column(col, justify="left" if col in cols[:4] else "right")
     for desc in descs:
-        table.add_row(desc.group_id, f"{desc.coordinator} ({desc.coordinator_id})", desc.protocol or "-",
-                      desc.state, str(len(desc.members)))  # fmt: skip
+        cg = consumer.get(desc.group_id)
+        if cg is None:
+            coordinator = f"{desc.coordinator} ({desc.coordinator_id})"
+            row = [desc.group_id, coordinator, desc.protocol or "-", desc.state]
+            row += ["-", "-"] if epochs else []
+            row.append(str(len(desc.members)))
+        else:
+            row = [cg.group_id, f"{cg.coordinator} ({cg.coordinator_id})", cg.assignor_name or "-", cg.state,
+                   str(cg.group_epoch), str(cg.assignment_epoch), str(len(cg.members))]  # fmt: skip
+        table.add_row(*row)
     stdout.print(table)
 
 

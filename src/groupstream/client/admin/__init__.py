@@ -9,7 +9,9 @@ coordinates. Per-topic (per-group) errors from the broker raise `KafkaError` nam
 over several finish the request first and then raise for the first that failed (the others took effect).
 
 The calls live in layers, each a class the next extends: connections (`base`), topics and offsets (`topics`),
-groups and coordinators (`groups`); `types` holds what they take and return.
+groups and coordinators (`groups`; DescribeGroups shows groups of both kinds in classic form, and
+ConsumerGroupDescribe the epochs and target assignments of KIP-848 ``consumer`` groups); `types` holds what
+they take and return.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 from groupstream.client.admin.groups import GroupCalls
 from groupstream.client.admin.types import (
     ConfigEntry,
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
     CreatedTopic,
     GroupDescription,
     GroupMember,
@@ -26,6 +30,7 @@ from groupstream.client.admin.types import (
     OffsetAndMetadata,
     PartitionLag,
     parse_group_state,
+    parse_group_type,
     parse_offset_spec,
 )
 from groupstream.client.metadata import TopicDescription
@@ -33,6 +38,8 @@ from groupstream.client.metadata import TopicDescription
 __all__ = [
     "Admin",
     "ConfigEntry",
+    "ConsumerGroupDescription",
+    "ConsumerGroupMember",
     "CreatedTopic",
     "GroupDescription",
     "GroupMember",
@@ -43,6 +50,7 @@ __all__ = [
     "PartitionLag",
     "TopicDescription",
     "parse_group_state",
+    "parse_group_type",
     "parse_offset_spec",
 ]
 

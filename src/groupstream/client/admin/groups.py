@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -14,15 +15,20 @@ from groupstream.client.admin.types import (
     _GROUP_KEY,
     _MAX_OFFSET_API_VERSION,
     _T,
+    MEMBER_TYPES,
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
     GroupDescription,
     GroupMember,
     ListedGroup,
     OffsetAndMetadata,
     PartitionLag,
+    TopicPart,
     _by_topic,
     _decoded,
     _Retry,
     parse_group_state,
+    parse_group_type,
 )
 from groupstream.client.errors import KafkaConnectionError, KafkaError, check
 from groupstream.client.metadata import request_metadata
@@ -37,18 +43,26 @@ from groupstream.protocol.messages import by_name
 
 
 class GroupCalls(TopicCalls):
-    def list_groups(self, states: Iterable[str] | None = None) -> list[ListedGroup]:
-        """Every group on every broker (sorted by id), optionally only those in ``states`` (any case).
+    def list_groups(
+        self, states: Iterable[str] | None = None, types: Iterable[str] | None = None
+    ) -> list[ListedGroup]:
+        """Every group on every broker (sorted by id), optionally only those in ``states`` and of ``types``
+        (``classic``, ``consumer``; both any case).
 
         Brokers before ListGroups v4 cannot filter or report states; their groups are described to learn them.
+        Brokers before v5 do not report types; they have only classic groups, so a type filter counts theirs
+        as ``classic`` (and ``group_type`` stays None).
         """
         wanted = None if states is None else {parse_group_state(s) for s in states}
+        kinds = None if types is None else {parse_group_type(t) for t in types}
         out: dict[str, ListedGroup] = {}
         for broker in self.describe_cluster().brokers:
-            on_broker = functools.partial(self._list_groups_on, broker.host, broker.port, wanted)
+            on_broker = functools.partial(self._list_groups_on, broker.host, broker.port, wanted, kinds)
             for g in self._retrying(f"broker {broker.host}:{broker.port}", on_broker):
                 out[g.group_id] = g
         groups = list(out.values())
+        if kinds is not None:
+            groups = [g for g in groups if (g.group_type or "classic").lower() in kinds]
         if wanted is not None and any(g.state is None for g in groups):
             unknown = [g.group_id for g in groups if g.state is None]
             described = self.describe_groups(unknown)
@@ -62,11 +76,16 @@ class GroupCalls(TopicCalls):
             groups = [g for g in groups if g.state in wanted]
         return sorted(groups, key=lambda g: g.group_id)
 
-    def _list_groups_on(self, host: str, port: int, states: set[str] | None) -> list[ListedGroup]:
+    def _list_groups_on(
+        self, host: str, port: int, states: set[str] | None, types: set[str] | None
+    ) -> list[ListedGroup]:
         conn = self._conn_to(host, port)
         version = conn.version_for("ListGroups")
         R: Any = by_name("ListGroups").Request
-        body = R(states_filter=sorted(states) if states is not None and version >= 4 else [])
+        body = R(
+            states_filter=sorted(states) if states is not None and version >= 4 else [],
+            types_filter=sorted(types) if types is not None and version >= 5 else [],
+        )
         resp = self._request(conn, "ListGroups", body, version)
         if resp.error_code in _COORDINATOR_ERRORS:
             raise _Retry(resp.error_code)
@@ -124,6 +143,92 @@ class GroupCalls(TopicCalls):
         return GroupDescription(
             group, g.group_state, g.protocol_type, g.protocol_data, members, node_id, conn.address
         )
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """Epochs, assignor and members (with their current and target assignments) of each ``consumer``
+        (KIP-848) group, by id, with ConsumerGroupDescribe.
+
+        Every group is asked (one request per coordinator); then the first failure is raised as `KafkaError`:
+        GROUP_ID_NOT_FOUND for a group that does not exist or is a classic group (describe those with
+        `describe_groups`). A broker without ConsumerGroupDescribe raises `UnsupportedVersionError`.
+        """
+        results = self.describe_consumer_groups_or_errors(group_ids)
+        out: dict[str, ConsumerGroupDescription] = {}
+        for group, result in results.items():
+            if isinstance(result, KafkaError):
+                raise result
+            out[group] = result
+        return out
+
+    def describe_consumer_groups_or_errors(
+        self, group_ids: Iterable[str]
+    ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+        """As `describe_consumer_groups`, but each group's error is returned in its place instead of raised
+        (as Kafka's admin gives one future per group): a tool describing groups of either kind tells a
+        classic or unknown group (GROUP_ID_NOT_FOUND) from a consumer group in one round trip.
+
+        Groups are looked up with FindCoordinator and sent together to each coordinator; groups whose
+        coordinator answers NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS are
+        looked up and asked again until ``request.timeout.ms`` runs out (then that error is raised).
+        """
+        wanted = list(dict.fromkeys(group_ids))
+        out: dict[str, ConsumerGroupDescription | KafkaError] = {}
+        if not wanted:
+            return out
+
+        def attempt() -> None:
+            by_coordinator: dict[tuple[int, str, int], list[str]] = {}
+            for group in wanted:
+                if group in out:
+                    continue
+                try:
+                    coordinator = self._find_coordinator(group)
+                except KafkaError as e:
+                    out[group] = e
+                    continue
+                by_coordinator.setdefault(coordinator, []).append(group)
+            retry: int | None = None
+            for (node_id, host, port), groups in by_coordinator.items():
+                code = self._consumer_describe_on(self._conn_to(host, port), node_id, groups, out)
+                retry = code if code is not None else retry
+            if retry is not None:
+                raise _Retry(retry)
+
+        what = f"group {wanted[0]!r}" if len(wanted) == 1 else f"groups {', '.join(map(repr, wanted))}"
+        self._retrying(what, attempt)
+        return {g: out[g] for g in wanted}
+
+    def _consumer_describe_on(
+        self,
+        conn: BlockingConnection,
+        node_id: int,
+        groups: list[str],
+        out: dict[str, ConsumerGroupDescription | KafkaError],
+    ) -> int | None:
+        """Describe ``groups`` on one coordinator into ``out``; the coordinator error of the groups it
+        did not describe (left out of ``out`` to be asked again), or None."""
+        version = conn.version_for("ConsumerGroupDescribe")
+        R: Any = by_name("ConsumerGroupDescribe").Request
+        resp = self._request(
+            conn, "ConsumerGroupDescribe", R(group_ids=groups, include_authorized_operations=False), version
+        )
+        answered = {g.group_id: g for g in resp.groups}
+        retry: int | None = None
+        for group in groups:
+            g = answered.get(group)
+            if g is None:
+                out[group] = KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    "the coordinator did not describe it",
+                    resource=f"group {group!r}",
+                )
+            elif g.error_code in _COORDINATOR_ERRORS:
+                retry = g.error_code
+            elif g.error_code != ErrorCode.NONE:
+                out[group] = KafkaError(g.error_code, g.error_message, resource=f"group {group!r}")
+            else:
+                out[group] = _consumer_group(g, version, node_id, conn.address)
+        return retry
 
     def consumer_lag(self, group: str) -> dict[tuple[str, int], PartitionLag]:
         """Per partition the group has committed: the committed offset, the log end and the lag."""
@@ -355,3 +460,49 @@ class GroupCalls(TopicCalls):
                 raise last
             time.sleep(min(backoff, remaining))  # retry backoff while the coordinator moves or loads
             backoff = min(backoff * 2, 1.0)
+
+
+def _named_partitions(assignment: Any, ids: dict[str, uuid.UUID]) -> tuple[TopicPart, ...]:
+    """A ConsumerGroupDescribe assignment as sorted (topic, partition) pairs, noting each topic's id in ``ids``."""
+    out: list[TopicPart] = []
+    for t in assignment.topic_partitions:
+        name = t.topic_name or str(t.topic_id)
+        ids[name] = t.topic_id
+        out.extend((name, p) for p in t.partitions)
+    return tuple(sorted(out))
+
+
+def _consumer_group(g: Any, version: int, node_id: int, coordinator: str) -> ConsumerGroupDescription:
+    members = []
+    for m in g.members:
+        ids: dict[str, uuid.UUID] = {}
+        current = _named_partitions(m.assignment, ids)
+        target = _named_partitions(m.target_assignment, ids)
+        stable = m.member_epoch == g.assignment_epoch and current == target
+        members.append(
+            ConsumerGroupMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=current,
+                target_assignment=target,
+                state="stable" if stable else "reconciling",
+                member_type=MEMBER_TYPES.get(m.member_type) if version >= 1 else None,
+                topic_ids=ids,
+            )
+        )
+    return ConsumerGroupDescription(
+        group_id=g.group_id,
+        state=g.group_state,
+        group_epoch=g.group_epoch,
+        assignment_epoch=g.assignment_epoch,
+        assignor_name=g.assignor_name,
+        members=tuple(sorted(members, key=lambda m: m.member_id)),
+        coordinator_id=node_id,
+        coordinator=coordinator,
+    )

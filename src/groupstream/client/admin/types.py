@@ -148,6 +148,75 @@ class GroupDescription:
         return {tp: m for m in self.members for tp in m.assigned_partitions}
 
 
+TopicPart = tuple[str, int]
+
+# ConsumerGroupDescribe v1's member type, by id (-1: not reported, as v0 never does)
+MEMBER_TYPES = {0: "classic", 1: "consumer"}
+# Group types (ListGroups v5), by lower-case name
+GROUP_TYPES = {t.lower(): t for t in ("classic", "consumer")}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMember:
+    """A member of a ``consumer`` (KIP-848) group as ConsumerGroupDescribe shows it.
+
+    ``assignment`` is what the member owns now (acknowledged at ``member_epoch``), ``target_assignment`` what the
+    group's assignor gave it at the group's assignment epoch, both as sorted (topic, partition) pairs; the
+    response names each topic by id and by name, and ``topic_ids`` keeps the ids (a topic the coordinator
+    could not name appears under its id as a string). ``state`` is ``stable`` when the member is at the
+    group's assignment epoch and owns exactly its target, else ``reconciling`` (it still has to revoke or to
+    receive partitions). ``member_type`` is ``consumer`` or ``classic`` when the broker reports it (v1), else
+    None.
+    """
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPart, ...]
+    target_assignment: tuple[TopicPart, ...]
+    state: str
+    member_type: str | None = None
+    topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
+
+    @property
+    def reconciling(self) -> bool:
+        return self.state != "stable"
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """A ``consumer`` (KIP-848) group as its coordinator describes it: ``group_epoch`` counts the changes of
+    its members and subscriptions, ``assignment_epoch`` is the group epoch its target assignment was computed
+    at (it trails while the group is ``Assigning``), ``assignor_name`` the server-side assignor in use."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[ConsumerGroupMember, ...]
+    coordinator_id: int = -1
+    coordinator: str = ""
+
+    @property
+    def stable(self) -> bool:
+        """Every member owns its target at the current epochs (nothing left to assign or reconcile)."""
+        return self.state == "Stable"
+
+    def owners(self) -> dict[TopicPart, ConsumerGroupMember]:
+        """Which member owns each (topic, partition) now."""
+        return {tp: m for m in self.members for tp in m.assignment}
+
+    def targets(self) -> dict[TopicPart, ConsumerGroupMember]:
+        """Which member each (topic, partition) is assigned to in the target assignment."""
+        return {tp: m for m in self.members for tp in m.target_assignment}
+
+
 # The group states Kafka names, by lower-case name, so a user's "stable" filters like "Stable".
 GROUP_STATES = {
     s.lower(): s
@@ -177,6 +246,14 @@ def parse_group_state(text: str) -> str:
     found = GROUP_STATES.get(text.strip().lower())
     if found is None:
         raise ValueError(f"unknown group state {text!r}; known: {', '.join(GROUP_STATES.values())}")
+    return found
+
+
+def parse_group_type(text: str) -> str:
+    """A user's group type name (any case) as Kafka spells it; raises ValueError listing the known ones."""
+    found = GROUP_TYPES.get(text.strip().lower())
+    if found is None:
+        raise ValueError(f"unknown group type {text!r}; known: {', '.join(GROUP_TYPES.values())}")
     return found
 
 
