@@ -58,21 +58,23 @@ def _homogeneous(
     quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_claims)}
 
     result: dict[str, list[TopicPartition]] = {}
-    taken: set[TopicPartition] = set()
+    # Taken partition numbers by topic: no partition object is built just to look it up.
+    taken: dict[str, set[int]] = {topic: set() for topic in topics}
     for m in members:
         # Keeping the lowest partition numbers across topics spreads a member's topics evenly.
         keep = sorted(owned.get(m, ()), key=lambda tp: (tp.partition, tp.topic))[: quota[m]]
         result[m] = keep
-        taken.update(keep)
+        for tp in keep:
+            taken.setdefault(tp.topic, set()).add(tp.partition)
 
     waiting = deque(m for m in members if len(result[m]) < quota[m])
     for topic in topics:
+        taken_here = taken[topic]
         for p in range(cluster.partition_count(topic)):
-            tp = TopicPartition(topic, p)
-            if tp in taken:
+            if p in taken_here:
                 continue
             m = waiting.popleft()
-            result[m].append(tp)
+            result[m].append(TopicPartition(topic, p))
             if len(result[m]) < quota[m]:
                 waiting.append(m)
     return result

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from groupstream.assignment.types import ClusterView, TopicPartition
+from groupstream.assignment.types import ClusterView, TopicPartition, partition_order
 
 __all__ = ["Claim", "resolve_claims", "valid_for"]
 
@@ -42,16 +42,24 @@ def resolve_claims(
     """Member -> the partitions it may keep as its starting point, each partition given to at most one member."""
     best: dict[TopicPartition, tuple[int, str | None]] = {}
     for claim in claims:
+        generation, member_id = claim.generation, claim.member_id
+        entry: tuple[int, str | None] = (generation, member_id)
         for tp in claim.partitions:
-            current = best.get(tp)
-            if current is None or claim.generation > current[0]:
-                best[tp] = (claim.generation, claim.member_id)
-            elif claim.generation == current[0] and current[1] != claim.member_id:
-                best[tp] = (claim.generation, None)  # a tie at the top: nobody keeps it
+            current = best.setdefault(tp, entry)  # one lookup when nobody else claims it (the usual case)
+            if current is entry:
+                continue
+            if generation > current[0]:
+                best[tp] = entry
+            elif generation == current[0] and current[1] != member_id:
+                best[tp] = (generation, None)  # a tie at the top: nobody keeps it
     owned: dict[str, list[TopicPartition]] = {member: [] for member in subscribed}
+    counts = cluster.partitions_per_topic
     for tp, (_generation, member) in best.items():
-        if member is not None and member in subscribed and valid_for(tp, subscribed[member], cluster):
-            owned[member].append(tp)
+        # valid_for, inlined: this runs once per owned partition of the group.
+        if member is not None and member in subscribed:
+            topic = tp.topic
+            if topic in subscribed[member] and 0 <= tp.partition < counts.get(topic, 0):
+                owned[member].append(tp)
     for partitions in owned.values():
-        partitions.sort()
+        partitions.sort(key=partition_order)
     return owned

@@ -9,9 +9,10 @@ order, and nothing depends on dict insertion order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import attrgetter
 from types import MappingProxyType
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "RebalanceProtocol",
     "Subscription",
     "TopicPartition",
+    "partition_order",
 ]
 
 _NO_USER_DATA: Mapping[str, bytes | None] = MappingProxyType({})
@@ -34,6 +36,11 @@ class TopicPartition:
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+partition_order: Callable[[TopicPartition], tuple[str, int]] = attrgetter("topic", "partition")
+"""The sort key of TopicPartition's own order: the same order as ``sorted(partitions)``, a few times faster
+(one key per partition instead of a generated ``__lt__`` per comparison)."""
 
 
 class RebalanceProtocol(IntEnum):
@@ -112,7 +119,7 @@ class GroupAssignment(Mapping[str, tuple[TopicPartition, ...]]):
         user_data: Mapping[str, bytes | None] = _NO_USER_DATA,
     ) -> None:
         self._members: dict[str, tuple[TopicPartition, ...]] = {
-            member: tuple(sorted(members[member])) for member in sorted(members)
+            member: tuple(sorted(members[member], key=partition_order)) for member in sorted(members)
         }
         unknown = set(user_data) - set(self._members)
         if unknown:

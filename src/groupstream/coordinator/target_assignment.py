@@ -54,18 +54,21 @@ def compute_target(
     """The new target of every member. ``current`` (the targets so far) lets sticky assignors keep
     partitions where they are; partitions of topics that no longer exist are dropped from it."""
     by_name = {t.name: t for t in metadata}
-    name_of = {t.topic_id: t.name for t in by_name.values()}
+    # One lookup per partition each way: (name, partition count) by topic id, and topic id by name.
+    topic_of = {t.topic_id: (t.name, t.partitions) for t in by_name.values()}
+    id_of = {name: t.topic_id for name, t in by_name.items()}
     specs = []
     for member_id, md in members.items():
-        assigned = frozenset(
-            TopicPartition(name_of[t], p)
-            for t, p in current.get(member_id, ())
-            if t in name_of and p < by_name[name_of[t]].partitions
-        )
-        specs.append(MemberSpec(member_id, subscribed_topics(md, resolved), assigned, md.instance_id, md.rack_id))
+        assigned = []
+        for t, p in current.get(member_id, ()):
+            topic = topic_of.get(t)
+            if topic is not None and p < topic[1]:
+                assigned.append(TopicPartition(topic[0], p))
+        topics = subscribed_topics(md, resolved)
+        specs.append(MemberSpec(member_id, topics, frozenset(assigned), md.instance_id, md.rack_id))
     view = ClusterView({name: t.partitions for name, t in by_name.items()})
     result = assignor.assign(GroupSpec(specs), view)
     return {
-        member_id: frozenset((by_name[tp.topic].topic_id, tp.partition) for tp in result.get(member_id, ()))
+        member_id: frozenset([(id_of[tp.topic], tp.partition) for tp in result.get(member_id, ())])
         for member_id in members
     }
