@@ -3,6 +3,8 @@ complete across members, a restarted member rebuilds the same view from the log,
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,28 @@ def test_directory_checkpoint_store(tmp_path: Path) -> None:
     assert not any(p.name.endswith(".tmp") for p in (tmp_path / "ck").rglob("*"))
     store.retire(1)
     assert store.checkpoint_ids() == [2] and store.load(1, "a") is None
+
+
+
+def test_directory_checkpoint_store_retires_while_another_member_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every member retires the same checkpoints in the shared directory: one another member removed after this
+    one listed the directory is simply gone, and so is one holding a directory (the region test makes one where
+    a member's checkpoint file must go, to fail a checkpoint). Either made the retiring member crash."""
+    store = DirectoryCheckpointStore(tmp_path / "ck")
+    for cid in (1, 2, 3):
+        store.save(cid, "a", f"checkpoint {cid}")
+    (tmp_path / "ck" / f"{2:012d}" / "c.json").mkdir()
+    listed = Path.iterdir
+
+    def listed_then_removed_by_another_member(self: Path) -> Iterator[Path]:
+        entries = list(listed(self))
+        if self == store.root:
+            shutil.rmtree(self / f"{1:012d}")
+        return iter(entries)
+
+    monkeypatch.setattr(Path, "iterdir", listed_then_removed_by_another_member)
+    store.retire(2)
+    monkeypatch.undo()
+    assert store.checkpoint_ids() == [3] and store.load(3, "a") == "checkpoint 3"

@@ -106,6 +106,28 @@ def test_a_reset_that_times_out_is_tried_again_with_a_new_attempt() -> None:
     assert out == [Resume()]
 
 
+def test_a_reset_a_member_reports_failed_is_tried_again_soon() -> None:
+    """A member whose commit of the cut was refused (the group is rebalancing) answers the reset with an error:
+    a new attempt starts ``reset_retry_ms`` later instead of when the reset times out."""
+    ctl = RegionController(MEMBERS, period_ms=1000, reset_timeout_ms=5000, now_ms=0, reset_retry_ms=250)
+    ctl.request_reset("a", "revoked", 100)
+    ctl.reset_done("a", 1, 200)
+    assert ctl.reset_failed("b", 0, "an older attempt", 300) == [] and ctl.next_deadline() == 5100
+    assert ctl.reset_failed("b", 1, "the commit of the cut failed: REBALANCE_IN_PROGRESS", 300) == []
+    assert ctl.next_deadline() == 550
+    assert ctl.reset_done("c", 1, 400) == []  # b never completed attempt 1
+    assert ctl.tick(549) == []
+    assert ctl.tick(550) == [StartReset(None, 2, "member b: reset attempt 1 failed: the commit of the cut failed: "
+                                                 "REBALANCE_IN_PROGRESS")]  # fmt: skip
+    assert ctl.next_deadline() == 5550
+    assert ctl.reset_failed("c", 1, "late", 600) == []  # attempt 1 is over
+    for m in MEMBERS:
+        out = ctl.reset_done(m, 2, 700)
+    assert out == [Resume()]
+    assert ctl.reset_failed("a", 2, "after the reset completed", 800) == []
+    assert ctl.phase is RegionPhase.IDLE
+
+
 def test_members_joining_and_leaving() -> None:
     ctl = RegionController(MEMBERS, period_ms=1000, reset_timeout_ms=5000, now_ms=0)
     ctl.tick(1000)
@@ -125,6 +147,7 @@ events = st.lists(
         st.tuples(st.just("drained"), st.sampled_from(MEMBERS)),
         st.tuples(st.just("checkpointed"), st.sampled_from(MEMBERS), st.booleans()),
         st.tuples(st.just("reset_done"), st.sampled_from(MEMBERS)),
+        st.tuples(st.just("reset_failed"), st.sampled_from(MEMBERS)),
         st.tuples(st.just("request_reset"), st.sampled_from(MEMBERS)),
     ),
     max_size=60,
@@ -149,6 +172,8 @@ def test_ids_only_grow_and_every_reset_attempt_is_new(seq: list[tuple[object, ..
             out = ctl.checkpointed(str(ev[1]), ctl.checkpoint_id, None if ev[2] else "failed", now)
         elif kind == "reset_done":
             out = ctl.reset_done(str(ev[1]), ctl.attempt, now)
+        elif kind == "reset_failed":
+            out = ctl.reset_failed(str(ev[1]), ctl.attempt, "refused", now)
         else:
             out = ctl.request_reset(str(ev[1]), "revoked", now)
         for e in out:

@@ -1,5 +1,6 @@
 """The region controller driving members through the control plane of our broker: commands out, answers in,
-a member's reset request, and a controller that restarts going on from the last complete checkpoint.
+a member's reset request, a reset a member answers with an error, and a controller that restarts going on from
+the last complete checkpoint.
 
 The members here are the test itself publishing answers on its own control-plane connections, as member
 processes do; everything travels through the real topic."""
@@ -55,7 +56,12 @@ def test_the_controller_drives_cycles_and_resets_through_the_topic(groupstream_b
         a.publish(Ack("rt", "a", resume.seq, RESET_REQUEST, "partitions [t-0] were revoked"))
         (reset,) = until_commands(rt)
         assert (reset.kind, reset.checkpoint_id, reset.attempt) == ("reset", 1, 1)
-        answer(members, reset)
+        # b's commit of the cut is refused (the group is rebalancing): the reset is tried again soon
+        answer({"a": a}, reset)
+        answer({"b": b}, reset, "the commit of the cut failed: REBALANCE_IN_PROGRESS")
+        (retry,) = until_commands(rt, timeout_s=5)
+        assert (retry.kind, retry.checkpoint_id, retry.attempt) == ("reset", 1, 2)
+        answer(members, retry)
         (resumed,) = until_commands(rt)
         assert resumed.kind == "resume" and rt.controller.resets == 1
 
@@ -64,7 +70,7 @@ def test_the_controller_drives_cycles_and_resets_through_the_topic(groupstream_b
         assert drain2.checkpoint_id == 2
         a.publish(Ack("rt", "a", drain2.seq, "drain", "waiting for a reset"))
         (reset2,) = until_commands(rt)
-        assert (reset2.kind, reset2.checkpoint_id, reset2.attempt) == ("reset", 1, 2)
+        assert (reset2.kind, reset2.checkpoint_id, reset2.attempt) == ("reset", 1, 3)
 
     # a new controller (the old one's process died) starts where the topic says, with a reset
     with ControlPlane(bs, "rt") as ctl_plane:
@@ -72,5 +78,5 @@ def test_the_controller_drives_cycles_and_resets_through_the_topic(groupstream_b
         again = ControllerRuntime(ctl_plane, "g", period_ms=None, reset_timeout_ms=30_000)
         assert (again.controller.last_complete, again.controller.checkpoint_id) == (1, 2)
         (restart_reset,) = until_commands(again)
-        assert (restart_reset.kind, restart_reset.checkpoint_id, restart_reset.attempt) == ("reset", 1, 3)
+        assert (restart_reset.kind, restart_reset.checkpoint_id, restart_reset.attempt) == ("reset", 1, 4)
         assert restart_reset.seq > reset2.seq

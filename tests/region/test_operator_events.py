@@ -12,6 +12,7 @@ from groupstream.region.operator import (
     AwaitMerge,
     AwaitQueueEmpty,
     Commit,
+    CommitCut,
     ContributeMerge,
     DropQueued,
     FetchCommitted,
@@ -100,7 +101,7 @@ def test_reset_after_assignment_seeks_new_partitions_to_the_merged_checkpoint_of
                        AwaitMerge(key, 5000)]  # fmt: skip
     assert op.state is S.RESETTING
     merged = {P[0]: 42, P[1]: 10, P[2]: 77, P[3]: 5}  # with the other member's contribution
-    assert op.merge_done(key, merged) == [Seek({P[1]: 10, P[2]: 77}), StartPolling()]
+    assert op.merge_done(key, merged) == [Seek({P[1]: 10, P[2]: 77}), CommitCut(merged), StartPolling()]
     assert op.state is S.RESET_COMPLETE
     assert op.offsets.snapshot() == {P[1]: 10, P[2]: 77}
     assert op.on_partitions_revoked(frozenset(P)) == []  # right after a reset: ignored
@@ -115,7 +116,8 @@ def test_reset_without_an_assignment_change_seeks_the_current_partitions() -> No
     op.on_partitions_assigned(frozenset(P[:2]), ALL)  # same assignment: nothing to do
     key = MergeKey(1, 3)
     op.reset(ckpt, key, 1000)
-    assert op.merge_done(key, {P[0]: 6, P[1]: 0, P[2]: 0, P[3]: 0}) == [Seek({P[0]: 6, P[1]: 0}), StartPolling()]
+    merged = {P[0]: 6, P[1]: 0, P[2]: 0, P[3]: 0}
+    assert op.merge_done(key, merged) == [Seek({P[0]: 6, P[1]: 0}), CommitCut(merged), StartPolling()]
 
 
 def test_reset_with_a_later_assignment_seeks_when_the_partitions_arrive() -> None:
@@ -125,7 +127,8 @@ def test_reset_with_a_later_assignment_seeks_when_the_partitions_arrive() -> Non
     ckpt = OperatorCheckpoint(ALL, {P[2]: 30}, {tp: 3 for tp in P})
     key = MergeKey(4, 1)
     op.reset(ckpt, key, 1000)
-    assert op.merge_done(key, {P[0]: 10, P[1]: 20, P[2]: 30, P[3]: 40}) == [StartPolling()]  # nothing assigned
+    merged = {P[0]: 10, P[1]: 20, P[2]: 30, P[3]: 40}
+    assert op.merge_done(key, merged) == [CommitCut(merged), StartPolling()]  # nothing assigned: no seek
     assert op.on_partitions_assigned(frozenset({P[2], P[3]}), ALL) == [Seek({P[2]: 30, P[3]: 40})]
 
 
@@ -135,7 +138,7 @@ def test_a_merge_that_times_out_falls_back_to_the_committed_offsets_of_the_check
     key = MergeKey(2, 1)
     op.reset(ckpt, key, 1000)
     assert op.merge_done(MergeKey(2, 0), {P[0]: 99}) == []  # an older attempt's merge: not ours
-    assert op.merge_done(key, None) == [Seek({P[0]: 12, P[1]: 13}), StartPolling()]
+    assert op.merge_done(key, None) == [Seek({P[0]: 12, P[1]: 13}), CommitCut(ckpt.committed), StartPolling()]
 
 
 def test_a_new_reset_attempt_replaces_the_pending_one() -> None:
@@ -144,13 +147,15 @@ def test_a_new_reset_attempt_replaces_the_pending_one() -> None:
     op.reset(ckpt, MergeKey(1, 1), 1000)
     op.reset(ckpt, MergeKey(1, 2), 1000)
     assert op.merge_done(MergeKey(1, 1), {P[0]: 1}) == []
-    assert op.merge_done(MergeKey(1, 2), {tp: 5 for tp in P}) == [Seek({P[0]: 5}), StartPolling()]
+    assert op.merge_done(MergeKey(1, 2), {tp: 5 for tp in P}) == [Seek({P[0]: 5}), CommitCut({tp: 5 for tp in P}),
+                                                                  StartPolling()]  # fmt: skip
 
 
 def test_reset_to_initial_state_seeks_to_the_initial_offsets() -> None:
     op = polling(frozenset(P[:2]), {tp: 100 + tp.partition for tp in P})
     op.submitted(P[0], 500)
-    assert op.reset_to_initial() == [StopPolling(), DropQueued(None), Seek({P[0]: 100, P[1]: 101}), StartPolling()]
+    assert op.reset_to_initial() == [StopPolling(), DropQueued(None), Seek({P[0]: 100, P[1]: 101}),
+                                     CommitCut({tp: 100 + tp.partition for tp in P}), StartPolling()]  # fmt: skip
     assert op.state is S.RESET_COMPLETE
 
 

@@ -9,8 +9,8 @@ through the control plane's view; retiring tombstones the records, and compactio
 
 from __future__ import annotations
 
-import contextlib
 import os
+import shutil
 from pathlib import Path
 from typing import Protocol
 
@@ -65,10 +65,8 @@ class DirectoryCheckpointStore:
             return
         for d in sorted(self.root.iterdir()):
             if d.name.isdigit() and int(d.name) <= upto_checkpoint_id:
-                for f in list(d.glob("*")) + list(d.glob(".*")):
-                    f.unlink(missing_ok=True)
-                with contextlib.suppress(FileNotFoundError, OSError):
-                    d.rmdir()
+                # errors ignored: another member removes the same files and directory at the same moment
+                shutil.rmtree(d, ignore_errors=True)
 
     def checkpoint_ids(self) -> list[int]:
         if not self.root.is_dir():

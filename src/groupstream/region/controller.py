@@ -7,9 +7,10 @@ when the operator asks, ``request_checkpoint``).
 
 A reset goes to the last complete checkpoint, or to the initial state when there is none. Each reset try has
 its own attempt number (never reused, so a merge keyed by [checkpoint id, attempt] belongs to one try); a try
-that does not finish within ``reset_timeout_ms`` is replaced by a new attempt. A member asking for a reset, a
-member refusing to drain, a failed checkpoint, a cycle that does not complete within ``reset_timeout_ms`` (a
-member died) and a reset timeout all lead here.
+that does not finish within ``reset_timeout_ms`` is replaced by a new attempt, and so is one a member reports
+failed (its commit of the cut was refused: the group is rebalancing), ``reset_retry_ms`` later. A member asking
+for a reset, a member refusing to drain, a failed checkpoint, a cycle that does not complete within
+``reset_timeout_ms`` (a member died) and a reset timeout all lead here.
 
 Members that join or leave change whom the controller waits for; the group rebalance their arrival or
 departure causes reaches the controller as reset requests from the members whose partitions moved.
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "RESET_RETRY_MS",
     "ControlEffect",
     "RegionController",
     "RegionPhase",
@@ -31,6 +33,9 @@ __all__ = [
     "StartReset",
     "TakeCheckpoint",
 ]
+
+
+RESET_RETRY_MS = 250
 
 
 class RegionPhase(Enum):
@@ -77,11 +82,15 @@ class StartReset(ControlEffect):
 
 class RegionController:
     def __init__(self, members: Iterable[str], period_ms: int | None, reset_timeout_ms: int, now_ms: int, *,
-                 last_complete: int | None = None, checkpoint_id: int = 0, attempt: int = 0) -> None:  # fmt: skip
-        """The keyword arguments restore what a previous controller of the region left (its durable state)."""
+                 last_complete: int | None = None, checkpoint_id: int = 0, attempt: int = 0,
+                 reset_retry_ms: int = RESET_RETRY_MS) -> None:  # fmt: skip
+        """``last_complete``, ``checkpoint_id`` and ``attempt`` restore what a previous controller of the region
+        left (its durable state)."""
         self.members: set[str] = set(members)
         self.period_ms = period_ms
         self.reset_timeout_ms = reset_timeout_ms
+        self.reset_retry_ms = reset_retry_ms
+        self._retry_reason: str | None = None  # a member reported the running reset attempt failed
         self.phase = RegionPhase.IDLE
         self.last_complete = last_complete
         self.checkpoint_id = checkpoint_id  # the id of the running (or last started) cycle
@@ -103,7 +112,9 @@ class RegionController:
     def tick(self, now_ms: int) -> list[ControlEffect]:
         late = self._reset_deadline_ms is not None and now_ms >= self._reset_deadline_ms
         if self.phase is RegionPhase.RESETTING:
-            return self._start_reset(now_ms, f"reset attempt {self.attempt} timed out") if late else []
+            if not late:
+                return []
+            return self._start_reset(now_ms, self._retry_reason or f"reset attempt {self.attempt} timed out")
         if self.phase in (RegionPhase.DRAINING, RegionPhase.CHECKPOINTING) and late:
             # a member that never answers (it died) fails the cycle: the region resets, as seed 000's does
             waiting = ", ".join(sorted(self._pending))
@@ -203,7 +214,20 @@ class RegionController:
         self._pending.discard(member)
         return self._maybe_advance(now_ms)
 
+    def reset_failed(self, member: str, attempt: int, reason: str, now_ms: int) -> list[ControlEffect]:
+        """``member`` could not complete reset try ``attempt``: a new attempt starts ``reset_retry_ms`` from now
+        (soon, rather than when the attempt times out; not at once, since a rebalance under way is the usual
+        cause and takes a moment to settle)."""
+        if self.phase is not RegionPhase.RESETTING or attempt != self.attempt:
+            return []  # an older attempt's answer
+        self._retry_reason = f"member {member}: reset attempt {attempt} failed: {reason}"
+        retry_at = now_ms + self.reset_retry_ms
+        if self._reset_deadline_ms is None or retry_at < self._reset_deadline_ms:
+            self._reset_deadline_ms = retry_at
+        return []
+
     def _start_reset(self, now_ms: int, reason: str) -> list[ControlEffect]:
+        self._retry_reason = None
         self.attempt += 1
         self.phase = RegionPhase.RESETTING
         self.reset_target = self.last_complete

@@ -116,7 +116,7 @@ class ControllerRuntime:
             return c.checkpointed(ack.member, command.checkpoint_id, ack.error, now)
         if command.kind == "reset":
             if ack.error is not None:
-                return c.request_reset(ack.member, f"reset failed: {ack.error}", now)
+                return c.reset_failed(ack.member, command.attempt, ack.error, now)
             return c.reset_done(ack.member, command.attempt, now)
         return []
 

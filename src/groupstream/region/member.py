@@ -63,7 +63,9 @@ class RegionConsumer(Protocol):
 
     def seek(self, tp: TopicPartition, offset: int) -> None: ...
 
-    def commit_sync(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+    def commit_sync(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """One synchronous commit; a reset commits partitions other members own too (brokers do not check)."""
+        ...
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
@@ -108,6 +110,7 @@ class RegionMember:
         self._stop = threading.Event()
         self._last_seq = 0
         self._pending_ack: Command | None = None
+        self._reset_error: str | None = None  # why the reset being carried out failed
         self._error: BaseException | None = None
         self.events: list[str] = []  # what happened, for the operator's log and for tests
 
@@ -249,6 +252,7 @@ class RegionMember:
 
     def _reset(self, c: Command) -> None:
         cfg = self.config
+        self._reset_error = None
         with self._lock:
             # Everything read before the reset is read again after it: the queue goes now, with the sink's
             # buffer, so the process thread cannot take a stale message in between; one it holds already is
@@ -267,7 +271,7 @@ class RegionMember:
             key = MergeKey(c.checkpoint_id, c.attempt)
             self.events.append(f"reset to checkpoint {c.checkpoint_id}, attempt {c.attempt}")
             self._core(self.core.reset, ckpt, key, merge_timeout_ms(cfg.reset_timeout_ms, cfg.max_poll_interval_ms))
-        self._ack(c)
+        self._ack(c, self._reset_error)  # with an error, the controller tries the reset again
 
     def _ack(self, c: Command, error: str | None = None) -> None:
         self.plane.publish(Ack(self.plane.region, self.config.member_id, c.seq, c.kind, error))
@@ -312,6 +316,18 @@ class RegionMember:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
             self._core(self.core.commit_done, error)
+        elif isinstance(e, op.CommitCut):
+            # the offsets of partitions other members own, too: the group's committed offsets go back to the cut
+            try:
+                self.consumer.commit_sync(e.offsets)
+                error = None
+                self.events.append(f"committed the cut {dict(sorted(e.offsets.items()))}")
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            self._core(self.core.cut_committed, error)
+        elif isinstance(e, op.ResetFailed):
+            self.events.append(f"reset failed: {e.reason}")
+            self._reset_error = e.reason
         elif isinstance(e, op.FetchCommitted):
             committed = self.consumer.committed(e.partitions)
             self._core(self.core.committed_fetched, _now(), committed)

@@ -5,7 +5,9 @@ the partitions it owned) with the assignable partitions it saw. Once the contrib
 partition, the merge is complete: every member can seek any partition to where the consistent cut left it,
 even one another member owned at the cut. Contributions that name no assignable partition at all (a member
 that joined after the checkpoint contributes an empty one) never complete a merge. A member that does not see
-the merge complete in time falls back to the committed offsets it checkpointed (`seek_map`).
+the merge complete in time falls back to the committed offsets it checkpointed (`seek_map`). Those are the cut
+as well: the checkpoint read them once the whole region drained, and every reset commits the cut it reset to
+(see `operator`), so a failed cycle's drain does not leave them ahead of the published output.
 """
 
 from __future__ import annotations

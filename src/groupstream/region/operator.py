@@ -22,6 +22,15 @@ What the seed prescribes, and where it lands here:
   reset attempt] and seeks to the merge, or, when it does not complete in time, to the checkpoint's
   committed offsets; a reset to the initial state seeks to the initial offsets. Partitions without an entry
   seek to the start position (the initial offset computed for them).
+
+Beyond the seed: a reset ends with one synchronous commit of the cut it reset to (`CommitCut`), for every
+partition the member knows the cut of, owned or not (the broker does not check ownership). A failed cycle's
+drain committed offsets beyond the output the region published; left at the broker, a checkpoint taken while
+nobody owns a partition (its owner left, the group has not reassigned it yet) would record them, and a
+reset to that checkpoint, whose merge cannot complete, would seek to them and skip records. With the commit,
+the group's committed offsets are the region's cut whenever a checkpoint reads them: owned partitions were
+just committed at drain, the others hold the last complete cycle's commit or the last reset's. A refused
+commit (the group is rebalancing) fails the reset (`ResetFailed`); the controller tries again.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ __all__ = [
     "AwaitMerge",
     "AwaitQueueEmpty",
     "Commit",
+    "CommitCut",
     "ContributeMerge",
     "DropQueued",
     "Effect",
@@ -47,6 +57,7 @@ __all__ = [
     "GroupConsumerOperator",
     "OperatorCheckpoint",
     "RefuseDrain",
+    "ResetFailed",
     "Restart",
     "Seek",
     "StartPolling",
@@ -97,6 +108,20 @@ class Commit(Effect):
     """One synchronous commit; answer with ``commit_done``."""
 
     offsets: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitCut(Effect):
+    """The reset is done: one synchronous commit of the cut it reset to; answer with ``cut_committed``."""
+
+    offsets: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ResetFailed(Effect):
+    """The reset did not complete (its commit of the cut was refused): report it to the controller."""
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +232,7 @@ class GroupConsumerOperator:
     _drain_started_ms: int = 0
     _operator_driven: bool = False
     _pending_reset: _Reset | None = None
+    _cut_pending: bool = False  # a `CommitCut` awaits its answer
 
     @property
     def n_partitions_assigned(self) -> int:
@@ -337,6 +363,7 @@ class GroupConsumerOperator:
         """Reset to ``checkpoint`` (this member's own, of checkpoint ``key.checkpoint_id``)."""
         self.transition_to(_S.RESETTING)
         self._pending_reset = _Reset(checkpoint, key)
+        self._cut_pending = False
         return [
             StopPolling(),
             DropQueued(None),
@@ -351,19 +378,44 @@ class GroupConsumerOperator:
             return []  # an answer for an older attempt
         self._pending_reset = None
         self.seek_offsets = seek_map(merged, pending.checkpoint.committed)
-        return self._finish_reset()
+        # Without the merge and without checkpoint data (it joined after the checkpoint) a member knows the cut
+        # of no partition but those it seeks: it must not commit start offsets over the others' cut.
+        return self._finish_reset(whole_cut=merged is not None or bool(pending.checkpoint.assignable))
 
     def reset_to_initial(self) -> list[Effect]:
         self.transition_to(_S.RESETTING)
         self._pending_reset = None
         self.seek_offsets = dict(self.initial_offsets)
-        return [StopPolling(), DropQueued(None), *self._finish_reset()]
+        return [StopPolling(), DropQueued(None), *self._finish_reset(whole_cut=True)]
 
-    def _finish_reset(self) -> list[Effect]:
+    def cut_committed(self, error: str | None) -> list[Effect]:
+        """The answer to `CommitCut`."""
+        if not self._cut_pending:
+            return []
+        self._cut_pending = False
+        return [] if error is None else [ResetFailed(f"the commit of the cut failed: {error}")]
+
+    def _finish_reset(self, whole_cut: bool) -> list[Effect]:
         self.offsets.clear()
         effects = self._seek(self.assigned)
         self.transition_to(_S.RESET_COMPLETE)
+        cut = self._cut(whole_cut)
+        self._cut_pending = bool(cut)
+        if cut:
+            effects.append(CommitCut(cut))
         return [*effects, StartPolling()]
+
+    def _cut(self, whole: bool) -> dict[TopicPartition, int]:
+        """Where the reset puts each partition this member knows of: the seek offset map, and the start position
+        of partitions without an entry (added since the checkpoint). ``whole``: also the assignable partitions
+        it does not own; else only the seek offset map and the partitions it seeks."""
+        partitions = set(self.seek_offsets) | self.assigned | (self.assignable if whole else frozenset())
+        cut: dict[TopicPartition, int] = {}
+        for tp in sorted(partitions):
+            offset = self.seek_offsets.get(tp, self.initial_offsets.get(tp))
+            if offset is not None:
+                cut[tp] = offset
+        return cut
 
     def close(self) -> list[Effect]:
         self.transition_to(_S.CLOSED)
