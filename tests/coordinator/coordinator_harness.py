@@ -84,6 +84,7 @@ class Harness:
     answers: dict[int, Any] = field(default_factory=dict)
     sent: dict[int, tuple[str, int]] = field(default_factory=dict)
     fired: list[str] = field(default_factory=list)
+    fired_at: list[tuple[str, int]] = field(default_factory=list)  # (timer key, clock when it fired)
 
     def __post_init__(self) -> None:
         self._tokens = itertools.count(1)
@@ -147,6 +148,7 @@ class Harness:
             del self.timers[key]
             self.now = max(self.now, deadline)
             self.fired.append(key)
+            self.fired_at.append((key, self.now))
             self.apply(self.shard.on_timer(key, self.now, self.topics))
         self.now = target
 

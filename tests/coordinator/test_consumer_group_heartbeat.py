@@ -319,3 +319,80 @@ def test_the_member_id_in_topic_ids_matches_the_topic() -> None:
     assert {t.topic_id for t in answer.assignment.topic_partitions} == {topic_id("t")}
     assert names(h, answer.assignment) == T4
     assert CGH is not None
+
+
+# --- regressions found by the property test (test_consumer_group_property.py) -----------------------------
+
+
+def test_a_member_revoking_across_a_restart_is_still_fenced_after_its_rebalance_timeout() -> None:
+    """Loading the group must give a member that was revoking a fresh rebalance timeout, as Kafka's
+    ``onLoaded`` does: without it, a member that never revokes kept the partitions, and the group stayed
+    Reconciling, for ever."""
+    h = Harness()
+    a = Member(h, "a", rebalance_timeout_ms=5_000)
+    a.join()
+    b = Member(h, "b")
+    b.join()
+    heartbeat(h, "a", a.epoch, owned=T4)  # told to revoke; keeps reporting all four
+    assert group(h).members["a"].assignment.state is MemberState.UNREVOKED_PARTITIONS
+    h.restart()
+    h.advance(4_000)
+    assert heartbeat(h, "a", a.epoch, owned=T4).error_code == E.NONE  # alive, still not revoking
+    h.advance(1_500)
+    assert "a" not in group(h).members
+    settle([b])
+    assert b.owned == T4 and group(h).state is S.STABLE
+
+
+@pytest.mark.parametrize("member_id", ["a2", "a1"])
+def test_a_static_member_back_after_leaving_mid_rebalance_goes_to_the_target_epoch(member_id: str) -> None:
+    """The static member left (-2) before it heard that half its partitions move to b. Coming back (a new
+    process, or the same member id) it owns nothing, so it has nothing to revoke: it must move to the target
+    epoch at once. It used to be left revoking at epoch 0 (or -2), so that its next heartbeat was taken for
+    a join without a rebalance timeout (INVALID_REQUEST), or for another leave, and b never got its share."""
+    h = Harness()
+    a, b = Member(h, "a1", instance_id="ia"), Member(h, "b")
+    a.join(), b.join()
+    assert a.leave(-2).error_code == E.NONE
+    back = Member(h, member_id, instance_id="ia")
+    answer = back.join()
+    assert (answer.error_code, answer.member_epoch) == (E.NONE, group(h).epoch)
+    assert group(h).members[member_id].assignment.state is MemberState.STABLE
+    assert back.owned and back.owned < T4
+    settle([back, b])
+    assert back.owned | b.owned == T4 and not back.owned & b.owned
+    assert group(h).state is S.STABLE
+
+
+def test_describe_names_a_topic_a_member_still_holds_that_nobody_subscribes_to_any_more() -> None:
+    h = Harness()
+    a = Member(h, "a", topics=("t", "u"))
+    a.join()
+    Member(h, "b", topics=("t",)).join()
+    everything = T4 | {("u", 0), ("u", 1)}
+    heartbeat(h, "a", a.epoch, owned=everything)  # told to revoke part of t; does not yet
+    heartbeat(h, "a", a.epoch, topics=("t",), owned=everything)  # and drops u from its subscription
+    assert all(t.name != "u" for t in group(h).partition_metadata.topics)
+    assert any(p[0] == topic_id("u") for p in group(h).members["a"].assignment.assigned)
+    described = h.answer(
+        h.send("ConsumerGroupDescribe", 1, group_ids=[GROUP], include_authorized_operations=False)
+    )
+    (member,) = [m for m in described.groups[0].members if m.member_id == "a"]
+    assert {t.topic_name for t in member.assignment.topic_partitions} == {"t", "u"}
+
+
+def test_a_join_states_the_whole_subscription() -> None:
+    """A static member subscribed by regular expression restarts subscribed by name: its new process's join
+    carries names and no regex, so the group forgets the regex (it would otherwise keep the other topics)."""
+    h = Harness(topics=StaticTopics({"t": 2, "t2": 2}))
+    old = Member(h, "a1", topics=None, regex="t.*", instance_id="i")
+    old.join()
+    settle([old])
+    assert old.owned == {("t", 0), ("t", 1), ("t2", 0), ("t2", 1)}
+    assert old.leave(-2).error_code == E.NONE
+    new = Member(h, "a2", topics=("t",), instance_id="i")
+    assert new.join().error_code == E.NONE
+    settle([new])
+    assert new.owned == {("t", 0), ("t", 1)}
+    md = group(h).members["a2"].metadata
+    assert (md.subscribed_topics, md.subscribed_regex) == (("t",), None)

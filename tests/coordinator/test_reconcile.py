@@ -31,6 +31,18 @@ def test_partitions_that_go_away_are_revoked_first_and_nothing_new_is_given_mean
     assert (done.state, done.epoch, done.previous_epoch, done.assigned) == (S.STABLE, 4, 3, frozenset({P0, P2}))
 
 
+def test_partitions_the_member_reports_it_does_not_own_need_no_revocation() -> None:
+    """As Kafka's ``ownsRevokedPartitions``: a member that owns none of what goes away (a static member's new
+    process, a member rejoining at epoch 0) releases it at once and moves to the target epoch; one that did
+    not report what it owns is taken to still own everything."""
+    m = member("a", 3, {P0, P1})
+    step = reconcile(m, 4, {P0, P2}, set(), lambda p: "a" if p != P2 else None)
+    assert (step.state, step.epoch, step.assigned, step.pending_revocation) == (
+        S.STABLE, 4, frozenset({P0, P2}), frozenset())  # fmt: skip
+    assert reconcile(m, 4, {P0, P2}, None, lambda p: "a").state is S.UNREVOKED_PARTITIONS
+    assert reconcile(m, 4, {P0, P2}, {P1}, lambda p: "a").state is S.UNREVOKED_PARTITIONS
+
+
 def test_a_partition_another_member_holds_waits_until_released() -> None:
     m = member("b", 3, set())
     step = reconcile(m, 4, {P1}, set(), lambda p: "a")  # a still holds P1 (pending its revocation)

@@ -16,7 +16,7 @@ from typing import Any
 
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.request import ShardRequest, TopicsView
+from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView
 from groupstream.coordinator.responses import (
     HEARTBEAT,
     JOIN_GROUP,
@@ -111,6 +111,15 @@ class ConsumerGroupAdmin:
                              group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))  # fmt: skip
                 continue
             names = _names(group)
+            if isinstance(metadata, TopicIdsView):
+                # A member may still hold partitions of a topic nobody subscribes to any more (it has not
+                # revoked them yet): the group's metadata has forgotten the name, the broker's has not.
+                held = {t for m in group for t, _ in m.assignment.assigned}
+                held.update(t for partitions in group.targets.values() for t, _ in partitions)
+                for topic_id in held - names.keys():
+                    name = metadata.topic_name(topic_id)
+                    if name is not None:
+                        names[topic_id] = name
 
             members = [
                 G.Member(

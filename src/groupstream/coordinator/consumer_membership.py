@@ -249,12 +249,15 @@ class ConsumerMembership:
             rack_id=body.rack_id if body.rack_id is not None else old.rack_id,
             client_id=req.client_id,
             client_host=req.client_host,
+            # A join (epoch 0: a new process, a static member's new incarnation, a fenced member coming back)
+            # states the whole subscription: names without a regex means no regex, and the other way round.
+            # Later heartbeats send only what changed (null: unchanged; an empty regex clears it).
             subscribed_topics=(
                 tuple(sorted(set(body.subscribed_topic_names)))
                 if body.subscribed_topic_names is not None
-                else old.subscribed_topics
+                else () if epoch == 0 else old.subscribed_topics
             ),
-            subscribed_regex=(regex or None) if regex is not None else old.subscribed_regex,
+            subscribed_regex=(regex or None) if regex is not None else None if epoch == 0 else old.subscribed_regex,
             rebalance_timeout_ms=body.rebalance_timeout_ms if body.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
             server_assignor=body.server_assignor if body.server_assignor is not None else old.server_assignor,
         )
@@ -400,6 +403,19 @@ class ConsumerMembership:
         op.cancel(consumer_rebalance_key(group.group_id, member_id))
 
     # --- timers -----------------------------------------------------------------------------------------------
+
+    def on_loaded(self, op: Op, group: ConsumerGroup) -> None:
+        """The group was loaded from the log: every member gets a fresh session, and a member that was
+        revoking partitions a fresh rebalance timeout (timers are not in the log; without it, a member that
+        never reports the revocation would keep the partitions, and the group Reconciling, for ever)."""
+        session_ms = op.ctx.config.consumer_session_timeout_ms
+        for member_id in sorted(group.members):
+            member = group.members[member_id]
+            op.schedule(consumer_session_key(group.group_id, member_id), session_ms)
+            revoking = member.assignment.state is MemberState.UNREVOKED_PARTITIONS
+            if revoking and member.epoch != STATIC_LEAVE_EPOCH:
+                rebalance_ms = max(member.metadata.rebalance_timeout_ms, 0)
+                op.schedule(consumer_rebalance_key(group.group_id, member_id), rebalance_ms)
 
     def on_session_expired(self, op: Op, group: ConsumerGroup | None, member_id: str, topics: TopicsView) -> None:
         if group is not None and member_id in group.members:

@@ -5,7 +5,11 @@ The rules (the semantics of Kafka's CurrentAssignmentBuilder):
 
 - revoke first: a member with partitions the target no longer gives it keeps its epoch, keeps the partitions
   that stay, and must give up the others (UNREVOKED_PARTITIONS). It gets nothing new until it has reported
-  that it no longer owns them;
+  that it no longer owns them. A member whose heartbeat reports that it owns none of them (a static member's
+  new process, or a member rejoining at epoch 0, both owning nothing) has nothing to revoke: they are
+  released at once and it moves on, as Kafka's ``ownsRevokedPartitions`` decides. Otherwise such a member
+  would wait at epoch 0 (or -2) for a revocation it cannot report, since its next heartbeat at that epoch
+  would be a join (or a leave);
 - assign a partition only once its previous owner released it: a partition another member still holds (in
   its assignment or pending its revocation) waits (UNRELEASED_PARTITIONS); the member moves to the target
   epoch with what it can have now;
@@ -59,7 +63,7 @@ def reconcile(
     owner_of: Callable[[Partition], str | None],
 ) -> MemberAssignment:
     """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
-    pending revocation stays pending)."""
+    pending revocation stays pending and any partition to revoke is taken to be still owned)."""
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or owned & member.pending_revocation:
             return member  # still waiting for the member to give them up
@@ -67,17 +71,22 @@ def reconcile(
                                   member.assigned, frozenset())  # fmt: skip
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
         return member
-    return _next(member, target_epoch, frozenset(target), owner_of)
+    return _next(member, target_epoch, frozenset(target), owned, owner_of)
 
 
 def _next(
-    member: MemberAssignment, target_epoch: int, target: frozenset[Partition], owner_of: Callable[[Partition], str | None]
+    member: MemberAssignment,
+    target_epoch: int,
+    target: frozenset[Partition],
+    owned: Set[Partition] | None,
+    owner_of: Callable[[Partition], str | None],
 ) -> MemberAssignment:
     keep = member.assigned & target
     revoke = member.assigned - target
-    if revoke:
+    if revoke and (owned is None or not revoke.isdisjoint(owned)):
         return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,
                                 MemberState.UNREVOKED_PARTITIONS, keep, revoke)  # fmt: skip
+    # Nothing to revoke, or nothing the member still owns: what goes away is released now.
     new = target - member.assigned
     free = frozenset(p for p in new if owner_of(p) in (None, member.member_id))
     state = MemberState.STABLE if free == new else MemberState.UNRELEASED_PARTITIONS

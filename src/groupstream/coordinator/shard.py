@@ -47,7 +47,6 @@ from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult,
 from groupstream.coordinator.timers import (
     RETENTION_KEY,
     TimerKind,
-    consumer_session_key,
     heartbeat_key,
     parse_key,
 )
@@ -236,8 +235,7 @@ class GroupCoordinatorShard:
                 member.last_seen_ms = now_ms
             self._membership.rebalance_oversized(op, group)
         for group_id in sorted(self._ctx.consumer_groups):
-            for member_id in sorted(self._ctx.consumer_groups[group_id].members):
-                op.schedule(consumer_session_key(group_id, member_id), self._ctx.config.consumer_session_timeout_ms)
+            self._consumer_membership.on_loaded(op, self._ctx.consumer_groups[group_id])
         op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
         return op.result
 
