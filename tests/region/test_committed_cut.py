@@ -113,14 +113,24 @@ class Region:
                 self.run(op, op.reset_to_initial())
             return
         key = MergeKey(checkpoint_id, attempt)
+        # the shared store: every file of the checkpoint, also those of members that are gone
+        files = {m: c for (cid, m), c in self.checkpoints.items() if cid == checkpoint_id}
         for name, op in self.ops.items():
             ckpt = self.checkpoints.get((checkpoint_id, name), OperatorCheckpoint(frozenset(), {}, {}))
-            self.run(op, op.reset(ckpt, key, MERGE_TIMEOUT_MS))
+            self.run(op, op.reset(ckpt, key, MERGE_TIMEOUT_MS, files))
         for op in self.ops.values():
             self.run(op, op.merge_done(key, self.merges.merged(key)))
 
     def leave(self, name: str) -> None:
         self.ops.pop(name).close()
+
+    def join(self, name: str, assigned: frozenset[TopicPartition]) -> None:
+        """A new member subscribes and gets ``assigned`` in the rebalance its arrival causes."""
+        op = GroupConsumerOperator(name)
+        op.subscribe(INITIAL)
+        self.ops[name] = op
+        self.run(op, op.on_partitions_assigned(assigned, ALL))
+        op.poll_returned()
 
     def rebalance(self, name: str, assigned: frozenset[TopicPartition]) -> None:
         """The group reassigns: the member's revocation asks for a reset, and the assignment follows."""
@@ -190,9 +200,10 @@ def test_an_incomplete_merge_commits_the_committed_offsets_of_the_checkpoint() -
     assert op.merge_done(key, None) == [Seek({P0: 12}), CommitCut({P0: 12, P1: 7}), StartPolling()]
 
 
-def test_a_member_without_checkpoint_data_commits_only_what_it_seeks_when_the_merge_is_incomplete() -> None:
-    """It joined after the checkpoint and knows nothing of the cut: it must not commit start offsets over the
-    cut the others commit for partitions it does not own."""
+def test_a_member_without_any_checkpoint_file_commits_only_what_it_seeks_when_the_merge_is_incomplete() -> None:
+    """It joined after the checkpoint and the store holds no file of it at all (not shared, or lost): it knows
+    nothing of the cut, seeks its partitions to their start positions (the seed's rule for partitions without
+    an entry: replay, never skip), and must not commit start offsets over the cut others commit."""
     op = GroupConsumerOperator("d")
     op.subscribe(INITIAL)
     op.on_partitions_assigned(frozenset({P1}), ALL)
@@ -228,3 +239,65 @@ def test_a_refused_commit_of_the_cut_fails_the_reset() -> None:
     region.reset(1, attempt=2)
     assert region.committed == {P0: 4, P1: 0}
     assert region.ops["a"].cut_committed("a second answer") == []
+
+
+def test_a_member_that_joined_after_the_checkpoint_resumes_a_gone_members_partition_at_the_cut() -> None:
+    """The gap: b is killed, d joins and gets b's partition; the reset to checkpoint 1 cannot complete its merge
+    (nobody contributes t-1: b is gone, d has no checkpoint 1). d sought t-1 to its initial offset 0, replaying
+    the published records 0..9, and committed 0 over the cut a committed. b's file of checkpoint 1 in the shared
+    store says where t-1's published output ends."""
+    region = Region({"a": frozenset({P0}), "b": frozenset({P1})})
+    region.process("a", P0, 10)
+    region.process("b", P1, 10)
+    region.cycle(1)
+    region.leave("b")  # kill -9
+    region.join("d", frozenset({P1}))
+    region.rebalance("a", frozenset({P0}))
+    region.reset(1, attempt=1)
+    assert region.merges.merged(MergeKey(1, 1)) is None
+    assert region.seeks["d"] == {P1: 10}, "t-1 must resume where checkpoint 1's published output ends"
+    assert region.seeks["a"] == {P0: 10}
+    assert region.committed == {P0: 10, P1: 10}, "d knows the whole cut: it commits it, not start offsets"
+
+
+def test_the_fallback_prefers_the_owners_offset_managers_then_the_highest_committed_offset() -> None:
+    """The files disagree: c read t-0 before a's drain commit landed (a stale, lower offset, the seed's note);
+    t-1's owner b is exact for t-1 even where a committed map lags it; t-2 had no owner at the cut (its owner
+    had left): the committed maps agree on it; t-3 was added to the topic after the checkpoint: no file has it,
+    it starts at its start position."""
+    p2, p3 = TopicPartition("t", 2), TopicPartition("t", 3)
+    files = {
+        "a": OperatorCheckpoint(ALL | {p2}, {P0: 10}, {P0: 10, P1: 6, p2: 4}),
+        "b": OperatorCheckpoint(ALL | {p2}, {P1: 8}, {P0: 10, P1: 8, p2: 4}),
+        "c": OperatorCheckpoint(ALL | {p2}, {}, {P0: 3, P1: 8, p2: 4}),
+    }
+    d = GroupConsumerOperator("d")
+    d.subscribe(INITIAL)
+    d.on_partitions_assigned(ALL | {p2, p3}, ALL | {p2, p3}, start_offsets={p2: 0, p3: 5})
+    key = MergeKey(7, 1)
+    assert d.reset(OperatorCheckpoint(frozenset(), {}, {}), key, MERGE_TIMEOUT_MS, files)[2] == ContributeMerge(
+        key, frozenset(), {}
+    ), "a member without a file contributes nothing: the others' files are no contribution of its own"
+    cut = {P0: 10, P1: 8, p2: 4, p3: 5}
+    assert d.merge_done(key, None) == [Seek(cut), CommitCut(cut), StartPolling()]
+
+
+def test_a_member_with_its_own_file_also_takes_what_the_others_know_better() -> None:
+    """a's own committed map lags b's partition (read before b's commit); b's offset manager is exact."""
+    op = GroupConsumerOperator("a")
+    op.subscribe(INITIAL)
+    op.on_partitions_assigned(ALL, ALL)
+    own = OperatorCheckpoint(ALL, {P0: 12}, {P0: 12, P1: 3})
+    others = {"a": OperatorCheckpoint(ALL, {P0: 99}, {}), "b": OperatorCheckpoint(ALL, {P1: 9}, {P0: 12, P1: 9})}
+    key = MergeKey(2, 1)
+    op.reset(own, key, MERGE_TIMEOUT_MS, others)  # an entry under its own id is not read: ``own`` is its file
+    assert op.merge_done(key, None) == [Seek({P0: 12, P1: 9}), CommitCut({P0: 12, P1: 9}), StartPolling()]
+
+
+def test_a_complete_merge_wins_over_the_files() -> None:
+    op = GroupConsumerOperator("d")
+    op.subscribe(INITIAL)
+    op.on_partitions_assigned(frozenset({P1}), ALL)
+    key = MergeKey(3, 1)
+    op.reset(OperatorCheckpoint(frozenset(), {}, {}), key, MERGE_TIMEOUT_MS, {"b": OperatorCheckpoint(ALL, {}, {P1: 2})})
+    assert op.merge_done(key, {P0: 5, P1: 6}) == [Seek({P1: 6}), CommitCut({P0: 5, P1: 6}), StartPolling()]

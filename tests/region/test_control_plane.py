@@ -48,12 +48,16 @@ def test_topic_checkpoint_store(groupstream_broker: BrokerProcess) -> None:
         store = TopicCheckpointStore(plane)
         store.save(1, "a", "one")
         store.save(2, "a", "two")
+        store.save(1, "b", "uno")
         assert (store.load(1, "a"), store.load(2, "a"), store.load(2, "b")) == ("one", "two", None)
+        assert (store.load_all(1), store.load_all(2), store.load_all(3)) == ({"a": "one", "b": "uno"}, {"a": "two"}, {})
         store.retire(1)
         assert (store.load(1, "a"), store.load(2, "a")) == (None, "two")
+        assert store.load_all(1) == {}
     with ControlPlane(groupstream_broker.bootstrap, "r2") as plane:
         plane.wait_for(lambda v: v.checkpoints or None, 10)
         assert plane.read(lambda v: dict(v.checkpoints)) == {(2, "a"): "two"}
+        assert TopicCheckpointStore(plane).load_all(2) == {"a": "two"}  # another member reads a's file
 
 
 def test_directory_checkpoint_store(tmp_path: Path) -> None:
@@ -68,6 +72,21 @@ def test_directory_checkpoint_store(tmp_path: Path) -> None:
     store.retire(1)
     assert store.checkpoint_ids() == [2] and store.load(1, "a") is None
 
+
+def test_the_directory_checkpoint_store_lists_whole_files_of_every_member(tmp_path: Path) -> None:
+    """A reset reads every member's file of a checkpoint: not a save under way, nor a directory where a file must
+    go (a failed save), nor another checkpoint's files."""
+    store = DirectoryCheckpointStore(tmp_path / "ck")
+    assert store.load_all(1) == {}
+    store.save(1, "a", "from a")
+    store.save(1, "b", "from b")
+    store.save(2, "a", "later")
+    d = tmp_path / "ck" / f"{1:012d}"
+    (d / ".c.json.tmp").write_text("half")
+    (d / "e.json").mkdir()
+    assert store.load_all(1) == {"a": "from a", "b": "from b"}
+    store.retire(1)
+    assert store.load_all(1) == {} and store.load_all(2) == {"a": "later"}
 
 
 def test_directory_checkpoint_store_retires_while_another_member_does(

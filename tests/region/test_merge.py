@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groupstream.assignment.types import TopicPartition
-from groupstream.region.merge import MergeKey, OffsetMerges, merge_timeout_ms, seek_map
+from groupstream.region.merge import MergeKey, OffsetMerges, fallback_offsets, merge_timeout_ms, seek_map
 
 P = [TopicPartition("t", i) for i in range(6)]
 ALL = frozenset(P)
@@ -84,3 +84,30 @@ def test_every_order_of_the_same_contributions_merges_alike(contribs: list[tuple
         return merges.is_complete(key), merges.merged(key)
 
     assert build(contribs) == build(list(reversed(contribs)))
+
+
+def test_the_fallback_takes_owners_first_then_the_highest_committed_offset() -> None:
+    files = [
+        ({P[0]: 10}, {P[0]: 10, P[1]: 4, P[2]: 6}),  # owned t-0; read t-1 before its owner's commit
+        ({P[1]: 9}, {P[0]: 10, P[1]: 9, P[2]: 6}),  # owned t-1
+        ({}, {P[0]: 2, P[2]: 6, P[3]: 1}),  # owned nothing; stale on t-0
+    ]
+    assert fallback_offsets(files) == {P[0]: 10, P[1]: 9, P[2]: 6, P[3]: 1}
+    # an owner is exact even below every committed map (they were read before a reset committed the cut)
+    assert fallback_offsets([({P[4]: 3}, {P[4]: 3}), ({}, {P[4]: 8})]) == {P[4]: 3}
+    # two files naming one partition's owner offset: the higher, as the merge keeps it
+    assert fallback_offsets([({P[5]: 3}, {}), ({P[5]: 5}, {})]) == {P[5]: 5}
+    assert fallback_offsets([]) == {}
+
+
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from(P), st.integers(0, 50)),
+                          st.dictionaries(st.sampled_from(P), st.integers(0, 50))), max_size=4))  # fmt: skip
+def test_the_fallback_covers_every_partition_of_any_file_and_does_not_depend_on_file_order(
+    files: list[tuple[dict[TopicPartition, int], dict[TopicPartition, int]]],
+) -> None:
+    out = fallback_offsets(files)
+    assert out == fallback_offsets(list(reversed(files)))
+    assert set(out) == {tp for om, c in files for tp in (*om, *c)}
+    for tp, offset in out.items():
+        owners = [om[tp] for om, _ in files if tp in om]
+        assert offset == (max(owners) if owners else max(c[tp] for _, c in files if tp in c))

@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     m.add_argument("--topic", action="append", required=True, help="a topic to consume (repeatable)")
     m.add_argument("--member", required=True, help="this operator's name in the region")
     m.add_argument("--output", type=Path, required=True, help="the region's output table (a directory)")
-    m.add_argument("--checkpoints", type=Path, required=True, help="where operator checkpoints are kept")
+    m.add_argument("--checkpoints", type=Path, required=True,
+                   help="where operator checkpoints are kept: one directory all members of the region share")  # fmt: skip
     m.add_argument("--start-position", default="beginning",
                    help="beginning, end, committed, or a timestamp in ms (default beginning)")  # fmt: skip
     m.add_argument("--max-poll-records", type=positive_int, default=500)

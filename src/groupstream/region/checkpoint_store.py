@@ -5,6 +5,9 @@ complete only when every member answered; so a reset only ever loads checkpoints
 The directory store writes each file to a temporary name, fsyncs it and renames it into place, so a crash
 leaves either the old state or the new one. The topic store writes a record with acks=all and reads it back
 through the control plane's view; retiring tombstones the records, and compaction removes them.
+
+Both are shared by the members of a region (the directory must be one every member reaches): a reset whose
+merge does not complete reads every member's file of the checkpoint (`load_all`), not only its own.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ class CheckpointStore(Protocol):
     def save(self, checkpoint_id: int, member: str, data: str) -> None: ...
 
     def load(self, checkpoint_id: int, member: str) -> str | None: ...
+
+    def load_all(self, checkpoint_id: int) -> dict[str, str]:
+        """Every member's data of checkpoint ``checkpoint_id``, by member id."""
+        ...
 
     def retire(self, upto_checkpoint_id: int) -> None: ...
 
@@ -58,6 +65,23 @@ class DirectoryCheckpointStore:
         except FileNotFoundError:
             return None
 
+    def load_all(self, checkpoint_id: int) -> dict[str, str]:
+        """Only whole files: a temporary one (a save under way) is not read, nor anything that is no file (a
+        failed save can leave one); a file retired by another member meanwhile is simply gone."""
+        found: dict[str, str] = {}
+        try:
+            entries = sorted(self._dir(checkpoint_id).iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return found
+        for path in entries:
+            if path.name.startswith(".") or path.suffix != ".json" or not path.is_file():
+                continue
+            try:
+                found[path.stem] = path.read_text()
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+        return found
+
     def retire(self, upto_checkpoint_id: int) -> None:
         """Delete checkpoints up to ``upto_checkpoint_id``. Every member of the region retires the same ones,
         possibly at the same moment in a shared directory: what another already deleted is simply gone."""
@@ -83,6 +107,11 @@ class TopicCheckpointStore:
 
     def load(self, checkpoint_id: int, member: str) -> str | None:
         return self.plane.read(lambda view: view.checkpoints.get((checkpoint_id, member)))
+
+    def load_all(self, checkpoint_id: int) -> dict[str, str]:
+        return self.plane.read(
+            lambda view: {m: data for (cid, m), data in sorted(view.checkpoints.items()) if cid == checkpoint_id}
+        )
 
     def retire(self, upto_checkpoint_id: int) -> None:
         keys = self.plane.read(lambda view: [k for k in view.checkpoints if k[0] <= upto_checkpoint_id])

@@ -264,14 +264,29 @@ class RegionMember:
             self.events.append(f"reset to initial state, attempt {c.attempt}")
             self._core(self.core.reset_to_initial)
         else:
-            raw = self.store.load(c.checkpoint_id, cfg.member_id)
-            # a member that joined after the checkpoint owned nothing at that cut: it contributes nothing
-            ckpt = op.OperatorCheckpoint.from_json(raw) if raw is not None else op.OperatorCheckpoint(
-                frozenset(), {}, {})  # fmt: skip
+            files = self._checkpoint_files(c.checkpoint_id)
+            # a member that joined after the checkpoint owned nothing at that cut: it contributes nothing, and
+            # learns the cut from the others' files when the merge does not complete
+            ckpt = files.pop(cfg.member_id, None) or op.OperatorCheckpoint(frozenset(), {}, {})
             key = MergeKey(c.checkpoint_id, c.attempt)
             self.events.append(f"reset to checkpoint {c.checkpoint_id}, attempt {c.attempt}")
-            self._core(self.core.reset, ckpt, key, merge_timeout_ms(cfg.reset_timeout_ms, cfg.max_poll_interval_ms))
+            self._core(self.core.reset, ckpt, key, merge_timeout_ms(cfg.reset_timeout_ms, cfg.max_poll_interval_ms),
+                       files)  # fmt: skip
         self._ack(c, self._reset_error)  # with an error, the controller tries the reset again
+
+    def _checkpoint_files(self, checkpoint_id: int) -> dict[str, op.OperatorCheckpoint]:
+        """Every member's checkpoint ``checkpoint_id`` in the shared store. This member's own must be read (it
+        is what it contributes to the merge); another's that cannot be is left out, with a note: the fallback
+        takes each partition from any file that has it."""
+        files: dict[str, op.OperatorCheckpoint] = {}
+        for member, raw in self.store.load_all(checkpoint_id).items():
+            try:
+                files[member] = op.OperatorCheckpoint.from_json(raw)
+            except (ValueError, KeyError, TypeError) as e:
+                if member == self.config.member_id:
+                    raise
+                self.events.append(f"checkpoint {checkpoint_id} of member {member} unreadable: {e}")
+        return files
 
     def _ack(self, c: Command, error: str | None = None) -> None:
         self.plane.publish(Ack(self.plane.region, self.config.member_id, c.seq, c.kind, error))
@@ -347,7 +362,7 @@ class RegionMember:
         elif isinstance(e, op.AwaitMerge):
             merged = self.plane.wait_for(lambda v: v.merges.merged(e.key), e.timeout_ms / 1000)
             if merged is None:
-                self.events.append(f"merge {e.key} incomplete after {e.timeout_ms} ms: committed offsets used")
+                self.events.append(f"merge {e.key} incomplete after {e.timeout_ms} ms: the checkpoint files used")
             self._core(self.core.merge_done, e.key, merged)
         elif isinstance(e, op.Restart):
             raise RuntimeError(f"member {cfg.member_id} must restart: {e.reason}")

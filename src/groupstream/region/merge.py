@@ -5,19 +5,22 @@ the partitions it owned) with the assignable partitions it saw. Once the contrib
 partition, the merge is complete: every member can seek any partition to where the consistent cut left it,
 even one another member owned at the cut. Contributions that name no assignable partition at all (a member
 that joined after the checkpoint contributes an empty one) never complete a merge. A member that does not see
-the merge complete in time falls back to the committed offsets it checkpointed (`seek_map`). Those are the cut
-as well: the checkpoint read them once the whole region drained, and every reset commits the cut it reset to
-(see `operator`), so a failed cycle's drain does not leave them ahead of the published output.
+the merge complete in time falls back to the checkpoint's data in the region's shared checkpoint store: its
+own and every other member's file of that checkpoint (`fallback_offsets`), which a member that joined after the
+checkpoint needs most (it has no file; the member that owned its partitions at the cut may be gone, so the merge
+cannot complete). Those offsets are the cut as well: the checkpoint read the committed offsets once the whole
+region drained, and every reset commits the cut it reset to (see `operator`), so a failed cycle's drain does
+not leave them ahead of the published output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from groupstream.assignment.types import TopicPartition
 
-__all__ = ["MERGE_TIMEOUT_CAP_MS", "MergeKey", "OffsetMerges", "merge_timeout_ms", "seek_map"]
+__all__ = ["MERGE_TIMEOUT_CAP_MS", "MergeKey", "OffsetMerges", "fallback_offsets", "merge_timeout_ms", "seek_map"]
 
 MERGE_TIMEOUT_CAP_MS = 30_000
 
@@ -105,12 +108,41 @@ class OffsetMerges:
         return sorted(self._merges)
 
 
-def seek_map(
-    merged: Mapping[TopicPartition, int] | None, committed_at_checkpoint: Mapping[TopicPartition, int]
+def fallback_offsets(
+    checkpoints: Iterable[tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]],
 ) -> dict[TopicPartition, int]:
-    """The seek offset map of a reset to a checkpoint: the merge when it completed in time, else the offsets
-    this member saw committed when it checkpointed (for partitions the merge lacks, too)."""
-    out = dict(committed_at_checkpoint)
+    """The cut of one checkpoint from the members' files of it, each given as (offset manager, committed offsets):
+    what a reset seeks to when the merge does not complete in time.
+
+    Per partition:
+
+    1. an owner's offset manager wins: it is the next offset of the partition its owner had submitted at the
+       cut, exactly what the merge would have given (seed: "the start offsets for these partitions after
+       reset"). Two owners of one partition at one cut cannot be; should two files disagree, the higher offset
+       is kept, as the merge keeps it: every record below it is in the published output of whoever named it;
+    2. else the highest committed offset of the files: every member read them once the whole region had
+       drained, so they agree; a lower one can only be a read that predates another member's commit (the
+       seed's note on the committed map), never one beyond the cut, since every reset commits its cut;
+    3. else none: the partition is in no file (added since the checkpoint), and seeks to its start position.
+
+    No file at all (the store is not shared, or lost) gives an empty map: every partition seeks to its start
+    position, the seed's rule for a partition without an entry, which replays rather than skips."""
+    owned: dict[TopicPartition, int] = {}
+    committed: dict[TopicPartition, int] = {}
+    for offset_manager, committed_map in checkpoints:
+        for tp, offset in offset_manager.items():
+            owned[tp] = max(offset, owned.get(tp, offset))
+        for tp, offset in committed_map.items():
+            committed[tp] = max(offset, committed.get(tp, offset))
+    return {**committed, **owned}
+
+
+def seek_map(
+    merged: Mapping[TopicPartition, int] | None, fallback: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """The seek offset map of a reset to a checkpoint: the merge when it completed in time, else the
+    checkpoint's cut from the members' files (`fallback_offsets`; also for partitions the merge lacks)."""
+    out = dict(fallback)
     if merged is not None:
         out.update(merged)
     return out

@@ -23,14 +23,23 @@ What the seed prescribes, and where it lands here:
   committed offsets; a reset to the initial state seeks to the initial offsets. Partitions without an entry
   seek to the start position (the initial offset computed for them).
 
+Beyond the seed, the fallback: the seed's operators are fixed, each has a checkpoint; ours join and leave. A
+member that joined after the checkpoint has none, and the merge does not complete when a member that owned
+partitions at the cut is gone (killed, or left): seeking to start positions would replay published output.
+So the reset event carries the other members' files of the checkpoint from the region's shared store, and
+the fallback is the cut they and the member's own file describe (`merge.fallback_offsets`: owners' offset
+managers first, then the highest committed offset); the runtime reads the store, the core stays pure.
+
 Beyond the seed: a reset ends with one synchronous commit of the cut it reset to (`CommitCut`), for every
 partition the member knows the cut of, owned or not (the broker does not check ownership). A failed cycle's
 drain committed offsets beyond the output the region published; left at the broker, a checkpoint taken while
 nobody owns a partition (its owner left, the group has not reassigned it yet) would record them, and a
 reset to that checkpoint, whose merge cannot complete, would seek to them and skip records. With the commit,
 the group's committed offsets are the region's cut whenever a checkpoint reads them: owned partitions were
-just committed at drain, the others hold the last complete cycle's commit or the last reset's. A refused
-commit (the group is rebalancing) fails the reset (`ResetFailed`); the controller tries again.
+just committed at drain, the others hold the last complete cycle's commit or the last reset's. A member that
+knows the whole cut (the merge, or any file of the checkpoint, its own or another's) commits it for every
+partition it knows; one that knows nothing of it (no file at all) commits only the partitions it seeks. A
+refused commit (the group is rebalancing) fails the reset (`ResetFailed`); the controller tries again.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groupstream.assignment.types import TopicPartition
-from groupstream.region.merge import MergeKey, seek_map
+from groupstream.region.merge import MergeKey, fallback_offsets, seek_map
 from groupstream.region.offsets import OffsetManager
 from groupstream.region.operator_state import VALID_PREVIOUS_STATES, InvalidOperatorTransition, OperatorState
 
@@ -208,6 +217,7 @@ class OperatorCheckpoint:
 class _Reset:
     checkpoint: OperatorCheckpoint
     key: MergeKey
+    others: tuple[OperatorCheckpoint, ...] = ()
 
 
 @dataclass(slots=True)
@@ -359,10 +369,20 @@ class GroupConsumerOperator:
 
     # --- reset ------------------------------------------------------------------------------------------
 
-    def reset(self, checkpoint: OperatorCheckpoint, key: MergeKey, merge_timeout_ms: int) -> list[Effect]:
-        """Reset to ``checkpoint`` (this member's own, of checkpoint ``key.checkpoint_id``)."""
+    def reset(
+        self,
+        checkpoint: OperatorCheckpoint,
+        key: MergeKey,
+        merge_timeout_ms: int,
+        others: Mapping[str, OperatorCheckpoint] | None = None,
+    ) -> list[Effect]:
+        """Reset to ``checkpoint`` (this member's own, of checkpoint ``key.checkpoint_id``; empty when it has
+        none). ``others``: the other members' checkpoints of that id found in the region's checkpoint store, by
+        member id (an entry under this member's own id is ignored: ``checkpoint`` is its own). Only the own one
+        is contributed to the merge; all of them make the fallback when the merge does not complete in time."""
         self.transition_to(_S.RESETTING)
-        self._pending_reset = _Reset(checkpoint, key)
+        theirs = tuple(c for m, c in sorted((others or {}).items()) if m != self.member_id)
+        self._pending_reset = _Reset(checkpoint, key, theirs)
         self._cut_pending = False
         return [
             StopPolling(),
@@ -377,10 +397,13 @@ class GroupConsumerOperator:
         if self.state is not _S.RESETTING or pending is None or pending.key != key:
             return []  # an answer for an older attempt
         self._pending_reset = None
-        self.seek_offsets = seek_map(merged, pending.checkpoint.committed)
-        # Without the merge and without checkpoint data (it joined after the checkpoint) a member knows the cut
-        # of no partition but those it seeks: it must not commit start offsets over the others' cut.
-        return self._finish_reset(whole_cut=merged is not None or bool(pending.checkpoint.assignable))
+        files = (pending.checkpoint, *pending.others)
+        fallback = fallback_offsets((f.offset_manager, f.committed) for f in files)
+        self.seek_offsets = seek_map(merged, fallback)
+        # Without the merge and without any file of the checkpoint (the store is not shared, or lost) a member
+        # knows the cut of no partition but those it seeks: it must not commit start offsets over others' cut.
+        knows_cut = merged is not None or any(f.assignable for f in files)
+        return self._finish_reset(whole_cut=knows_cut)
 
     def reset_to_initial(self) -> list[Effect]:
         self.transition_to(_S.RESETTING)
