@@ -46,7 +46,7 @@ from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState, TopicIdPartition
 from groupstream.coordinator.reconcile import MemberState
 from groupstream.coordinator.shard import GroupCoordinatorShard
-from groupstream.coordinator.target_assignment import resolve_regex
+from groupstream.coordinator.target_assignment import resolve_regex, subscribed_topics
 from groupstream.coordinator.timers import TimerKind, consumer_rebalance_key, consumer_session_key, parse_key
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.group_records import decode_record
@@ -446,6 +446,10 @@ def _check(w: World) -> None:
         assert group.static_members == {
             m.instance_id: m.member_id for m in members if m.instance_id is not None
         }
+        # ... and the subscription indexes (kept in step by replay, read by every heartbeat).
+        resolved = {r: v.topics for r, v in group.regexes.items()}
+        subscribed = set().union(*(subscribed_topics(m.metadata, resolved) for m in members))
+        assert group.subscribed_topic_names() == subscribed
 
 
 def _check_described(w: World) -> None:

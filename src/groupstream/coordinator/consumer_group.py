@@ -2,8 +2,9 @@
 
 Everything here is durable and changed only by the ``apply_*`` methods, which the shard calls from ``replay``
 (one per record type of `groupstream.protocol.consumer_group_records`). The few derived values (owner of each
-partition, instance id -> member, topics subscribed by name) are kept in step by the same methods, so that a
-heartbeat of a 1,000-member group does not scan every member.
+partition, instance id -> member, topics subscribed by name, how many members are at each epoch or still
+reconciling) are kept in step by the same methods, so that neither a heartbeat of a 1,000-member group nor the
+replay of one record scans every member.
 
 Partitions are ``(topic id, partition)``, as the records and the heartbeat name them: a topic deleted and
 created again under the same name is a different topic, and the group must not mistake one for the other.
@@ -84,8 +85,17 @@ class IllegalConsumerGroupTransition(RuntimeError):
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
     """Partitions grouped by topic, topics and partitions sorted (the records' and responses' layout)."""
     by_topic: dict[uuid.UUID, list[int]] = {}
+    last: uuid.UUID | None = None
+    numbers: list[int] = []
     for topic_id, partition in partitions:
-        by_topic.setdefault(topic_id, []).append(partition)
+        # One topic's partitions share its id object: hash it (uuid's hash is Python code) once per topic.
+        if topic_id is not last:
+            last = topic_id
+            found = by_topic.get(topic_id)
+            if found is None:
+                found = by_topic[topic_id] = []
+            numbers = found
+        numbers.append(partition)
     return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items(), key=lambda kv: kv[0].bytes))
 
 
@@ -99,6 +109,16 @@ def preferred_assignor(members: Iterable[MemberMetadataValue]) -> str:
 
 def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition]:
     return frozenset((t.topic_id, p) for t in items for p in t.partitions)
+
+
+def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:
+    """One subscriber fewer for each key; a key nobody subscribes to any more is dropped, so that the keys
+    are exactly what is subscribed (only the keys taken from can have reached zero: no scan of the rest)."""
+    for key in keys:
+        if counts[key] > 1:
+            counts[key] -= 1
+        else:
+            counts.pop(key, None)
 
 
 _NO_METADATA = MemberMetadataValue(None, None, "", "", (), None, -1, None)
@@ -159,6 +179,15 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}
         self.topic_subscribers: Counter[str] = Counter()
         self.regex_subscribers: Counter[str] = Counter()
+        # Member epoch -> how many members are at it, and how many members are not STABLE: the group state
+        # is derived after every replayed record, and scanning the members for it made loading a
+        # 1,000-member group O(records x members). A Counter of epochs, not a count of members off the
+        # target epoch, so that a new target epoch needs no recount.
+        self._members_at_epoch: dict[int, int] = {}
+        self._unreconciled = 0
+        # subscribed_topic_names(), computed when first asked after the subscriptions or regexes changed: a
+        # heartbeat reads it to find the partition metadata the group needs, and it rarely changes.
+        self._subscribed_names: frozenset[str] | None = None
         # Session state (not in any record): when the regular expressions were last resolved.
         self.regex_refresh_deadline_ms = 0
 
@@ -174,6 +203,8 @@ class ConsumerGroup:
         self.state = target
 
     def derived_state(self) -> ConsumerGroupState:
+        """The state, by its definition over every member: what checks compare the kept state with.
+        Replay uses the same rule on the counts it keeps (``_refresh``), without scanning the members."""
         if not self.members:
             return _S.EMPTY
         if self.epoch > self.assignment_epoch:
@@ -184,8 +215,39 @@ class ConsumerGroup:
         return _S.STABLE
 
     def _refresh(self) -> None:
-        if self.state is not _S.DEAD:
-            self.transition_to(self.derived_state())
+        """Re-derive the state after a record, in O(1): some member is off the target epoch exactly when
+        fewer than all of them are at it."""
+        if self.state is _S.DEAD:
+            return
+        if not self.members:
+            state = _S.EMPTY
+        elif self.epoch > self.assignment_epoch:
+            state = _S.ASSIGNING
+        elif self._unreconciled or self._members_at_epoch.get(self.assignment_epoch, 0) != len(self.members):
+            state = _S.RECONCILING
+        else:
+            state = _S.STABLE
+        self.transition_to(state)
+
+    def _count(self, assignment: MemberAssignment, n: int) -> None:
+        """Add (n=1) or take away (n=-1) one member's assignment from the counts ``_refresh`` reads."""
+        at = self._members_at_epoch
+        left = at.get(assignment.epoch, 0) + n
+        if left:
+            at[assignment.epoch] = left
+        else:
+            del at[assignment.epoch]  # epochs only grow: do not keep every past one
+            if len(at) <= 1:
+                # A dict keeps the table its peak needed (a join storm has members at hundreds of epochs at
+                # once): once the group is back to one epoch, keep a table of that size.
+                self._members_at_epoch = dict(at)
+        if assignment.state is not MemberState.STABLE:
+            self._unreconciled += n
+
+    def _add_member(self, member_id: str) -> ConsumerMember:
+        member = self.members[member_id] = ConsumerMember(member_id)
+        self._count(member.assignment, 1)
+        return member
 
     # --- replay (the only mutations) --------------------------------------------------------------------
 
@@ -202,14 +264,16 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is not None:
             self._unindex(member)
+        self._subscribed_names = None
         if value is None:
             if member is not None:
                 self._release(member)
+                self._count(member.assignment, -1)
                 del self.members[member_id]
             self._refresh()
             return
         if member is None:
-            member = self.members[member_id] = ConsumerMember(member_id)
+            member = self._add_member(member_id)
         member.metadata = value
         self._index(member)
         self._refresh()
@@ -229,8 +293,9 @@ class ConsumerGroup:
         if member is None:
             if value is None:
                 return
-            member = self.members[member_id] = ConsumerMember(member_id)
+            member = self._add_member(member_id)
         self._release(member)
+        self._count(member.assignment, -1)
         if value is None:
             member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, frozenset())
         else:
@@ -240,9 +305,11 @@ class ConsumerGroup:
             )  # fmt: skip
             for p in member.assignment.holds():
                 self.owners[p] = member_id
+        self._count(member.assignment, 1)
         self._refresh()
 
     def apply_regex(self, regex: str, value: RegexValue | None) -> None:
+        self._subscribed_names = None
         if value is None:
             self.regexes.pop(regex, None)
         else:
@@ -268,11 +335,9 @@ class ConsumerGroup:
         md = member.metadata
         if md.instance_id is not None and self.static_members.get(md.instance_id) == member.member_id:
             del self.static_members[md.instance_id]
-        self.topic_subscribers.subtract(md.subscribed_topics)
+        _take_one(self.topic_subscribers, md.subscribed_topics)
         if md.subscribed_regex:
-            self.regex_subscribers[md.subscribed_regex] -= 1
-        self.topic_subscribers += Counter()  # drop the topics nobody subscribes to any more
-        self.regex_subscribers += Counter()
+            _take_one(self.regex_subscribers, (md.subscribed_regex,))
 
     # --- reading ----------------------------------------------------------------------------------------
 
@@ -280,13 +345,16 @@ class ConsumerGroup:
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
 
-    def subscribed_topic_names(self) -> set[str]:
+    def subscribed_topic_names(self) -> frozenset[str]:
         """Topics some member subscribes to by name or through a regular expression."""
-        names = set(self.topic_subscribers)
-        for regex in self.regex_subscribers:
-            resolved = self.regexes.get(regex)
-            if resolved is not None:
-                names.update(resolved.topics)
+        names = self._subscribed_names
+        if names is None:
+            found = set(self.topic_subscribers)
+            for regex in self.regex_subscribers:
+                resolved = self.regexes.get(regex)
+                if resolved is not None:
+                    found.update(resolved.topics)
+            names = self._subscribed_names = frozenset(found)
         return names
 
     def is_subscribed_to_topic(self, topic: str) -> bool:

@@ -11,7 +11,7 @@ revoke within its rebalance timeout, is fenced: its records are deleted and the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,12 +39,11 @@ from groupstream.coordinator.consumer_records import (
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.reconcile import MemberAssignment, MemberState, reconcile
 from groupstream.coordinator.records import group_tombstone
-from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView
+from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, is_catalog
 from groupstream.coordinator.result import CoordinatorRecord
 from groupstream.coordinator.target_assignment import (
     compute_target,
     resolve_regex,
-    subscribed_topics,
     subscription_metadata,
 )
 from groupstream.coordinator.timers import consumer_rebalance_key, consumer_session_key
@@ -134,21 +133,99 @@ def _check_epoch(member: ConsumerMember, received: int, owned: frozenset[TopicId
         )
 
 
+_Subscription = tuple[tuple[str, ...], str | None]
+_NOTHING: _Subscription = ((), None)
+
+
+def _subscription(md: MemberMetadataValue | None) -> _Subscription:
+    return _NOTHING if md is None else (md.subscribed_topics, md.subscribed_regex)
+
+
+class _Members(Mapping[str, MemberMetadataValue]):
+    """Every member's metadata as it will be once a change is replayed: the group's own, overlaid with the
+    few members the change adds, updates or removes.
+
+    A heartbeat changes at most two members, and copying all of them made every heartbeat O(members); only a
+    new target assignment reads them all. Iteration follows the group's order, members added last, as a
+    copy of the group's members edited in place would.
+    """
+
+    __slots__ = ("_base", "_changed")
+
+    def __init__(self, group: ConsumerGroup) -> None:
+        self._base = group.members
+        self._changed: dict[str, MemberMetadataValue | None] = {}  # None: removed
+
+    def put(self, member_id: str, md: MemberMetadataValue) -> None:
+        self._changed[member_id] = md
+
+    def remove(self, member_id: str) -> None:
+        if member_id not in self:
+            raise KeyError(member_id)
+        self._changed[member_id] = None
+
+    def changes(self) -> Iterator[tuple[MemberMetadataValue | None, MemberMetadataValue | None]]:
+        """(before, after) of each member the change touches; None: not a member."""
+        for member_id, md in self._changed.items():
+            member = self._base.get(member_id)
+            yield (None if member is None else member.metadata), md
+
+    def __getitem__(self, member_id: str) -> MemberMetadataValue:
+        changed = self._changed
+        if member_id in changed:
+            md = changed[member_id]
+            if md is None:
+                raise KeyError(member_id)
+            return md
+        return self._base[member_id].metadata
+
+    def __iter__(self) -> Iterator[str]:
+        base, changed = self._base, self._changed
+        for member_id in base:
+            if member_id not in changed or changed[member_id] is not None:
+                yield member_id
+        for member_id, md in changed.items():
+            if md is not None and member_id not in base:
+                yield member_id
+
+    def __len__(self) -> int:
+        n = len(self._base)
+        for member_id, md in self._changed.items():
+            n += (md is not None) - (member_id in self._base)
+        return n
+
+
 @dataclass(slots=True)
 class _Change:
     """What one heartbeat (or fencing) is about to write, and the group as it will be after it."""
 
     group: ConsumerGroup
+    members: _Members
     records: list[CoordinatorRecord] = field(default_factory=list)
-    members: dict[str, MemberMetadataValue] = field(default_factory=dict)
     regexes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     metadata: tuple[TopicMetadata, ...] = ()
     bump: bool = False
 
     @classmethod
     def of(cls, group: ConsumerGroup) -> _Change:
-        return cls(group, members={m.member_id: m.metadata for m in group},
-                   regexes={r: v.topics for r, v in group.regexes.items()})  # fmt: skip
+        return cls(group, _Members(group), regexes={r: v.topics for r, v in group.regexes.items()})
+
+
+def _metadata_holds(held: tuple[TopicMetadata, ...], names: Set[str], topics: TopicCatalogView) -> bool:
+    """Whether ``subscription_metadata(names, topics) == held``, answered with two lookups per topic and
+    nothing built: the usual answer on a heartbeat. False also when ``held`` is not in the canonical form
+    (sorted by name, no racks) or some name is of no existing topic: the caller then builds and compares."""
+    if len(held) != len(names):
+        return False
+    previous = ""
+    for t in held:
+        name = t.name
+        if name <= previous or name not in names or t.racks:
+            return False
+        if topics.partition_count(name) != t.partitions or topics.topic_id(name) != t.topic_id:
+            return False
+        previous = name
+    return True
 
 
 class ConsumerMembership:
@@ -159,7 +236,7 @@ class ConsumerMembership:
         R = CONSUMER_GROUP_HEARTBEAT.Response
         body = req.body
         try:
-            if not isinstance(metadata, TopicCatalogView):
+            if not is_catalog(metadata):
                 raise HeartbeatRefused(E.UNSUPPORTED_VERSION, "this coordinator cannot list topics")
             validate(body, req.version)
             if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -238,7 +315,7 @@ class ConsumerMembership:
         change.records = records
         if replaced is not None:
             records.extend(member_removal_records(group_id, replaced.member_id))
-            del change.members[replaced.member_id]
+            change.members.remove(replaced.member_id)
             op.cancel(consumer_session_key(group_id, replaced.member_id))
             op.cancel(consumer_rebalance_key(group_id, replaced.member_id))
 
@@ -263,7 +340,7 @@ class ConsumerMembership:
         )
         if is_new or md != old:
             records.append(member_metadata_record(group_id, member_id, md))
-        change.members[member_id] = md
+        change.members.put(member_id, md)
         change.bump = (
             group.epoch == 0
             or (is_new and replaced is None)
@@ -277,9 +354,11 @@ class ConsumerMembership:
             records.append(group_epoch_record(group_id, group_epoch, creation))
 
         # 2. The target assignment, when the group epoch moved past it.
-        targets = dict(group.targets)
-        if replaced is not None:
-            targets[member_id] = targets.pop(replaced.member_id, frozenset())
+        targets: Mapping[str, frozenset[TopicIdPartition]] = group.targets
+        if replaced is not None:  # the new incarnation inherits the target (a copy: the group's is read-only)
+            moved = dict(targets)
+            moved[member_id] = moved.pop(replaced.member_id, frozenset())
+            targets = moved
         if group_epoch > group.assignment_epoch:
             assignor = SERVER_ASSIGNORS[preferred_assignor(change.members.values())]
             new_targets = compute_target(assignor, change.members, targets, change.regexes, change.metadata)
@@ -330,10 +409,27 @@ class ConsumerMembership:
 
     def _update_subscriptions(self, op: Op, change: _Change, topics: TopicCatalogView) -> None:
         """Resolve new (and, on schedule, all) regular expressions, retire unused ones, and write the
-        partition metadata when the subscribed topics or their partition counts changed."""
+        partition metadata when the subscribed topics or their partition counts changed.
+
+        What the members subscribe to comes from the group's subscriber counts, corrected for the members
+        the change touches, never from a pass over every member: this runs on every heartbeat. Only the
+        partition counts and ids of the subscribed topics are looked up each time, to notice topics created,
+        deleted or grown."""
         group = change.group
-        in_use = {md.subscribed_regex for md in change.members.values() if md.subscribed_regex}
+        topic_counts, regex_counts = group.topic_subscribers, group.regex_subscribers
+        changes = change.members.changes()
+        moved = [(old, new) for old, new in changes if _subscription(old) != _subscription(new)]
+        if moved:
+            topic_counts, regex_counts = topic_counts.copy(), regex_counts.copy()
+            for old, new in moved:
+                for sub, n in ((_subscription(old), -1), (_subscription(new), 1)):
+                    for topic in sub[0]:
+                        topic_counts[topic] += n
+                    if sub[1]:
+                        regex_counts[sub[1]] += n
+        in_use = {regex for regex, n in regex_counts.items() if n > 0}
         refresh = op.now_ms >= group.regex_refresh_deadline_ms
+        regexes_changed = False
         for regex in sorted(in_use):
             if regex in group.regexes and not refresh:
                 continue
@@ -341,16 +437,26 @@ class ConsumerMembership:
             if regex not in group.regexes or group.regexes[regex].topics != resolved:
                 change.records.append(regex_record(group.group_id, regex, RegexValue(resolved, group.epoch, op.now_ms)))
                 change.regexes[regex] = resolved
+                regexes_changed = True
         if refresh and in_use:
             group.regex_refresh_deadline_ms = op.now_ms + op.ctx.config.consumer_regex_refresh_interval_ms
         for regex in sorted(set(group.regexes) - in_use):
             change.records.append(regex_record(group.group_id, regex, None))
             del change.regexes[regex]
-        names: set[str] = set()
-        for md in change.members.values():
-            names |= subscribed_topics(md, change.regexes)
-        wanted = subscription_metadata(names, topics)
+            regexes_changed = True
+        names: Set[str]
+        if moved or regexes_changed:
+            found = {topic for topic, n in topic_counts.items() if n > 0}
+            for regex in in_use:
+                found.update(change.regexes.get(regex, ()))
+            names = found
+        else:
+            names = group.subscribed_topic_names()  # the members' and regexes' as replayed: unchanged
         held = () if group.partition_metadata is None else group.partition_metadata.topics
+        if _metadata_holds(held, names, topics):
+            change.metadata = held
+            return
+        wanted = subscription_metadata(names, topics)
         if wanted != held:
             change.records.append(partition_metadata_record(group.group_id, PartitionMetadataValue(group.epoch, wanted)))
             change.bump = True
@@ -393,8 +499,8 @@ class ConsumerMembership:
         """Remove the member for good and bump the group epoch, so that the others get its partitions."""
         change = _Change.of(group)
         change.records.extend(member_removal_records(group.group_id, member_id))
-        del change.members[member_id]
-        if isinstance(topics, TopicCatalogView):
+        change.members.remove(member_id)
+        if is_catalog(topics):
             self._update_subscriptions(op, change, topics)
         change.records.append(group_epoch_record(group.group_id, group.epoch + 1, group.creation_time_ms))
         for record in change.records:

@@ -18,7 +18,7 @@ from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.offsets import NO_EXPIRE_TIMESTAMP, OffsetAndMetadata, is_expired
 from groupstream.coordinator.records import group_tombstone, offset_commit_record, offset_tombstone
-from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView
+from groupstream.coordinator.request import ShardRequest, TopicsView, has_topic_ids
 from groupstream.coordinator.responses import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from groupstream.coordinator.timers import heartbeat_key
 from groupstream.protocol.error_codes import ErrorCode
@@ -48,13 +48,13 @@ def _resolve(topics: Iterable[Any], by_id: bool, metadata: TopicsView) -> list[_
         if not by_id:
             resolved.append(_Topic(str(t.name), ZERO_UUID, t))
             continue
-        name = metadata.topic_name(t.topic_id) if isinstance(metadata, TopicIdsView) else None
+        name = metadata.topic_name(t.topic_id) if has_topic_ids(metadata) else None
         resolved.append(_Topic(name, t.topic_id, t))
     return resolved
 
 
 def _topic_id(metadata: TopicsView, name: str) -> uuid.UUID | None:
-    return metadata.topic_id(name) if isinstance(metadata, TopicIdsView) else None
+    return metadata.topic_id(name) if has_topic_ids(metadata) else None
 
 
 def _validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int, commit_version: int | None) -> ErrorCode | None:

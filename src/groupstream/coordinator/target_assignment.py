@@ -7,6 +7,7 @@ replayed, and writes records for whatever differs from what the group holds.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
@@ -60,8 +61,12 @@ def compute_target(
     specs = []
     for member_id, md in members.items():
         assigned = []
+        last: uuid.UUID | None = None
+        topic: tuple[str, int] | None = None
         for t, p in current.get(member_id, ()):
-            topic = topic_of.get(t)
+            # One topic's partitions share its id object: hash it (uuid's hash is Python code) once per topic.
+            if t is not last:
+                last, topic = t, topic_of.get(t)
             if topic is not None and p < topic[1]:
                 assigned.append(TopicPartition(topic[0], p))
         topics = subscribed_topics(md, resolved)
