@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench clean system-deps
 
-$(STAMP): pyproject.toml
+# pip builds the C record decoder (setup.py) into the source tree: a changed C file installs again
+$(STAMP): pyproject.toml setup.py src/groupstream/protocol/records/_crecords.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,spark]'

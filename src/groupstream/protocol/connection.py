@@ -99,6 +99,13 @@ class ClientConnection:
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._reader.receive_data(data)
 
+    def recv_buffer(self) -> memoryview:
+        """Where a socket read should put the next bytes (instead of ``receive_data``; see FrameReader)."""
+        return self._reader.recv_buffer()
+
+    def advance(self, n: int) -> None:
+        self._reader.advance(n)
+
     def next_response(self) -> tuple[int, CompiledApi, int, Any] | None:
         raw = self._reader.next_frame()
         if raw is None:

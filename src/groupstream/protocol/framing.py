@@ -2,17 +2,52 @@
 
 from __future__ import annotations
 
+import sys
+
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.primitives import I32
 
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 
 
+_SCRATCH_SIZE = 256 * 1024
+DIRECT_FRAME_MIN = 64 * 1024
+"""In pull mode, a frame at least this big is received straight into a buffer of its own."""
+_POOL_SIZE = 4
+_POOL_MAX_BYTES = 64 * 1024 * 1024
+_POOL_ROUND = 1 << 20
+
+
+def _unused_refcount() -> int | None:
+    """What ``sys.getrefcount(pool[i])`` reads for a pooled buffer nothing else refers to, checked to go up with
+    a view of it; None (no pooling) where reference counts do not tell (not CPython)."""
+    getrefcount = getattr(sys, "getrefcount", None)
+    if getrefcount is None:
+        return None
+    pool = [bytearray(1)]
+    free = int(getrefcount(pool[0]))
+    view = memoryview(pool[0])
+    used = int(getrefcount(pool[0]))
+    view.release()
+    return free if used > free else None
+
+
+_UNUSED = _unused_refcount()
+
+
 class FrameReader:
     """Accumulates received bytes and cuts them into frames; the buffer never holds more than one frame's worth
-    of unconsumed data beyond what the peer already sent."""
+    of unconsumed data beyond what the peer already sent.
 
-    __slots__ = ("_buf", "_max_frame", "_pos")
+    Bytes come in one of two ways, not mixed: pushed (``receive_data``, frames are ``bytes``), or pulled by a
+    socket reading straight into ``recv_buffer()`` and reporting ``advance(n)``. Pulled, a large frame (a fetch
+    response) is read into a ``bytearray`` of its own once its size is known, so its bytes are copied once
+    (socket to frame) instead of being appended, joined and sliced. Such a frame is a memoryview of a buffer
+    that is used again once no view of it is left (a few are kept), since fresh memory costs a page fault per
+    4 KiB on first touch, more than the copy it saves.
+    """
+
+    __slots__ = ("_buf", "_filled", "_frame", "_max_frame", "_pool", "_pos", "_scratch")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         if max_frame <= 0:
@@ -20,15 +55,42 @@ class FrameReader:
         self._buf = bytearray()
         self._pos = 0
         self._max_frame = max_frame
+        self._frame: memoryview | None = None  # a large frame being received in place (pull mode)
+        self._filled = 0
+        self._scratch: memoryview | None = None
+        self._pool: list[bytearray] = []
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
+    def recv_buffer(self) -> memoryview:
+        """Where the next socket read should put its bytes (pull mode): the rest of the large frame being
+        received, else a scratch area. Report what was written with ``advance``."""
+        if self._frame is not None:
+            return self._frame[self._filled :]
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(_SCRATCH_SIZE))
+        return self._scratch
+
+    def advance(self, n: int) -> None:
+        """``n`` bytes were written at the start of the last ``recv_buffer()``."""
+        if self._frame is not None:
+            self._filled += n
+        else:
+            assert self._scratch is not None, "advance() without recv_buffer()"
+            self._buf += self._scratch[:n]
+
+    def next_frame(self) -> bytes | memoryview | None:
         """The next complete frame's payload, or None until more bytes arrive.
 
         Raises PeerProtocolError for a negative or oversized length; the connection must then be closed.
         """
+        big = self._frame
+        if big is not None:
+            if self._filled < len(big):
+                return None
+            self._frame = None
+            return big
         buf = self._buf
         pos = self._pos
         if len(buf) - pos < 4:
@@ -41,14 +103,47 @@ class FrameReader:
             raise PeerProtocolError(f"frame of {size} bytes exceeds the maximum of {self._max_frame}")
         end = pos + 4 + size
         if len(buf) < end:
+            if self._scratch is not None and size >= DIRECT_FRAME_MIN:
+                # pull mode: the rest of this frame goes straight into its own buffer
+                big = self._frame_buffer(size)
+                have = len(buf) - pos - 4
+                with memoryview(buf) as view:
+                    big[:have] = view[pos + 4 :]
+                self._frame = big
+                self._filled = have
+                buf.clear()
+                self._pos = 0
+                return None
             self._compact()
             return None
-        frame = bytes(buf[pos + 4 : end])
+        with memoryview(buf) as view:
+            frame = bytes(view[pos + 4 : end])
         self._pos = end
         if end == len(buf):
             buf.clear()
             self._pos = 0
         return frame
+
+    def _frame_buffer(self, size: int) -> memoryview:
+        """``size`` bytes for a large frame: a pooled buffer that no view uses any more, else a new one."""
+        pool = self._pool
+        unused = _UNUSED
+        if unused is None or size > _POOL_MAX_BYTES:
+            return memoryview(bytearray(size))
+        for i in range(len(pool)):
+            # every view of a buffer holds a reference to it: at the pool's count alone, nothing can still
+            # read the frame it held
+            if len(pool[i]) >= size and sys.getrefcount(pool[i]) == unused:
+                return memoryview(pool[i])[:size]
+        buf = bytearray(-(-size // _POOL_ROUND) * _POOL_ROUND)
+        for i in range(len(pool)):
+            if sys.getrefcount(pool[i]) == unused:  # free but too small: replace it
+                pool[i] = buf
+                break
+        else:
+            if len(pool) < _POOL_SIZE:
+                pool.append(buf)
+        return memoryview(buf)[:size]
 
     def _compact(self) -> None:
         if self._pos:
@@ -57,7 +152,7 @@ class FrameReader:
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + self._filled * (self._frame is not None)
 
 
 def frame(payload_parts: list[bytes]) -> list[bytes]:

@@ -1,10 +1,19 @@
-"""The fetch buffer's rules, without threads: which fetches are kept, what poll returns, positions, pauses."""
+"""The fetch buffer's rules: which fetches are kept, what poll returns (and decodes), positions, pauses."""
 
 from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pytest
 
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.consumer.fetch_buffer import CompletedFetch, FetchBuffer
 from groupstream.client.consumer.records import ConsumerRecord
+from groupstream.protocol.errors import PeerProtocolError
+from groupstream.protocol.records import BatchBuilder, RecordBatch
+from groupstream.protocol.records import record as record_module
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -130,3 +139,122 @@ def test_a_nudge_is_not_a_wakeup() -> None:
     assert buf.wait(0) is False  # looks at the flag at once: nothing to wait for
     finished = [False]
     buf.wait_tasks(5.0, lambda: not finished[0])  # returns at once: the call is done
+
+
+# --- batches decoded by drain --------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["c", "python"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every decoding test runs with the C decoder and with the pure-Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(record_module, "_c_decode", None)
+        monkeypatch.setattr(record_module, "_c_append_columns", None)
+    return str(request.param)
+
+
+def batch(base: int, n: int, *, headers: bool = False, corrupt: bool = False) -> RecordBatch:
+    b = BatchBuilder(base_offset=base)
+    for o in range(base, base + n):
+        b.append(1_000 + o, b"k%d" % o if o % 2 else None, b"%d" % o, [("h", b"x")] if headers else [])
+    raw = bytearray(b.build())
+    if corrupt:  # one record more than the batch holds: decoding runs out of bytes
+        struct.pack_into(">i", raw, 57, n + 1)
+    return RecordBatch(bytes(raw))
+
+
+def lazily_fetched(buf: FetchBuffer, tp: TopicPartition, start: int, batches: list[RecordBatch]) -> bool:
+    pending = sum(len(b) for b in batches)
+    return buf.fetch_done(CompletedFetch(tp, start, [], batches[-1].next_offset, batches=batches, pending=pending))
+
+
+def test_batches_are_decoded_by_drain_as_far_as_it_needs(decoder: str) -> None:
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 3)
+    buf.fetchable(100)
+    assert lazily_fetched(buf, A, 3, [batch(0, 5), batch(5, 5), batch(10, 5)])  # the fetch offset is inside
+    first = buf.drain(4)
+    assert [(r.offset, r.value, r.key) for r in first] == [(o, b"%d" % o, b"k%d" % o if o % 2 else None)
+                                                             for o in range(3, 7)]  # fmt: skip
+    assert buf.position(A) == 7
+    fetch = buf._parts[A].fetches[0]
+    assert fetch.batch_index == 2 and fetch.remaining() == 3 + 5  # the third batch is not decoded yet
+    assert [r.offset for r in buf.drain(100)] == list(range(7, 15))
+    assert buf.position(A) == 15 and not buf.has_work()
+
+
+def test_a_batch_that_does_not_decode_ends_the_drain_and_is_raised_next(decoder: str) -> None:
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 0, [batch(0, 5), batch(5, 5, corrupt=True), batch(10, 5)])
+    assert [r.offset for r in buf.drain(100)] == [0, 1, 2, 3, 4]  # what came before it
+    assert isinstance(buf.take_error(), PeerProtocolError)
+    assert buf.position(A) == 5 and buf.fetch_position(A) == 5
+    assert buf.drain(100) == []  # the rest of the fetch is dropped ...
+    assert buf.fetchable(100) == [(A, 5)]  # ... and the partition fetched again from its position
+
+
+def test_drain_into_a_column_builder_matches_the_records(decoder: str) -> None:
+    pa = pytest.importorskip("pyarrow")
+    from groupstream.client.consumer.arrow import ColumnBuilder, records_to_arrow
+
+    batches = [batch(0, 5), batch(5, 3, headers=True), batch(8, 6), batch(14, 4)]
+    expected_buf, buf = FetchBuffer(), FetchBuffer()
+    for b in (expected_buf, buf):
+        b.assign([A, B])
+        b.seek(A, 2)
+        b.seek(B, 0)
+        b.fetchable(100)
+        lazily_fetched(b, A, 2, batches)
+        fetched(b, B, 0, 3)
+    records: list[ConsumerRecord] = []
+    builders: list[ColumnBuilder] = []
+    for take in (4, 7, 100):  # 4 and 7 split batches: their rest comes from decoded records
+        records += expected_buf.drain(take)
+        builders.append(ColumnBuilder())
+        assert buf.drain_into(take, builders[-1]) == len(builders[-1])
+    assert buf.positions() == expected_buf.positions() == {A: 18, B: 3}
+    got = pa.Table.from_batches([c.finish() for c in builders]).combine_chunks()
+    assert got.to_batches()[0].equals(records_to_arrow(records))
+    assert sum(len(c) for c in builders) == len(records) == 16 + 3
+
+
+def test_hold_leaves_candidates_for_a_later_fetch() -> None:
+    buf = FetchBuffer()
+    buf.assign([A, B])
+    buf.seek(A, 0)
+    buf.seek(B, 0)
+    buf.fetchable(100)
+    fetched(buf, A, 0, 10)
+    buf.fetch_failed(B)
+    seen: list[tuple[list[tuple[TopicPartition, int]], list[TopicPartition]]] = []
+
+    def hold(candidates: list[tuple[TopicPartition, int]], full: list[TopicPartition]) -> set[TopicPartition]:
+        seen.append((candidates, full))
+        return {B}
+
+    assert buf.fetchable(10, hold) == []  # A's buffer is full; B is held back
+    assert seen == [([(B, 0)], [A])]
+    assert buf.fetchable(10) == [(B, 0)]  # B was not marked in flight
+
+
+def test_a_deferred_wakeup_wakes_a_waiting_poll_only_when_released() -> None:
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(100)
+    woke = threading.Event()
+    waiter = threading.Thread(target=lambda: (buf.wait(30.0), woke.set()))
+    waiter.start()
+    try:
+        time.sleep(0.05)
+        buf.fetch_done(CompletedFetch(A, 0, recs(A, 0, 3), 3), defer_wakeup=True)
+        assert not woke.wait(0.3)  # the network thread has not sent its next fetch yet
+        buf.wake_pollers()
+        assert woke.wait(10.0)
+    finally:
+        buf.wakeup()
+        waiter.join(10.0)

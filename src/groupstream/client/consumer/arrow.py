@@ -1,14 +1,163 @@
-"""Records as one Arrow record batch, with the columns of Spark's Kafka source, built column by column."""
+"""Records as one Arrow record batch, with the columns of Spark's Kafka source, built column by column.
+
+``poll_arrow`` fills a `ColumnBuilder` straight from the fetched batches: the C decoder appends each batch's
+offsets, timestamps, keys and values to Arrow buffers with no Python object per record. Batches it leaves to
+the record decoder (headers, anything unusual, no C decoder) and records decoded already are appended from
+record tuples. ``records_to_arrow`` builds the same columns from record tuples (with deserializers, which
+change what a record holds).
+"""
 
 from __future__ import annotations
 
+import sys
+from array import array
+from itertools import accumulate, groupby, islice
 from typing import Any
 
-from groupstream.client.consumer.records import ConsumerRecord
+from groupstream.client.consumer.records import ConsumerRecord, Header, batch_records
+from groupstream.protocol.records import RecordBatch
+from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT
+from groupstream.protocol.records.record import append_batch_columns
 
-__all__ = ["records_to_arrow"]
+__all__ = ["COLUMNS_SUPPORTED", "ColumnBuilder", "records_to_arrow"]
 
 _NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+COLUMNS_SUPPORTED = sys.byteorder == "little"
+"""The builder writes native-order buffers, which Arrow reads as little-endian."""
+_INT64_WRAP = 1 << 64
+_INT64_HALF = 1 << 63
+
+
+class ColumnBuilder:
+    """Spark's Kafka columns, appended to batch by batch (a `RecordSink` for ``FetchBuffer.drain_into``)."""
+
+    __slots__ = ("_cols", "_headers", "_rows", "_topics")
+
+    def __init__(self) -> None:
+        # offset (int64), timestamp (us, int64), partition (int32), timestampType (int32), then for the key and
+        # the value: validity (a byte each), end offsets (int32, after the 0 that Arrow's offsets start with)
+        # and data
+        self._cols = (bytearray(), bytearray(), bytearray(), bytearray(),
+                      bytearray(), bytearray(4), bytearray(), bytearray(), bytearray(4), bytearray())  # fmt: skip
+        self._topics: list[tuple[str, int]] = []  # runs: (topic, rows)
+        self._headers: list[tuple[int, tuple[Header, ...]]] = []  # (row, headers) of the rows that have some
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def add_batch(self, topic: str, partition: int, batch: RecordBatch, min_offset: int) -> tuple[int, int]:
+        h = batch.header
+        log_append = h.attributes & TIMESTAMP_TYPE_BIT
+        got = append_batch_columns(batch.records_buffer(), h.records_count, h.base_offset, h.base_timestamp,
+                                   h.max_timestamp if log_append else None, min_offset, partition,
+                                   1 if log_append else 0, self._cols)  # fmt: skip
+        if got is None:  # the record decoder's batch (raises, having appended nothing, if it is corrupt)
+            records = batch_records(topic, partition, batch, min_offset)
+            self.add_records(records)
+            return len(records), records[-1].offset if records else -1
+        if got[0]:
+            self._add_topic(topic, got[0])
+            self._rows += got[0]
+        return got
+
+    def add_records(self, records: list[ConsumerRecord]) -> None:
+        if not records:
+            return
+        c = self._cols
+        c[0].extend(array("q", [r.offset for r in records]))
+        c[1].extend(array("q", [(r.timestamp * 1000 + _INT64_HALF) % _INT64_WRAP - _INT64_HALF for r in records]))
+        c[2].extend(array("i", [r.partition for r in records]))
+        c[3].extend(array("i", [r.timestamp_type for r in records]))
+        for valid, ends, data, items in ((c[4], c[5], c[6], [r.key for r in records]),
+                                         (c[7], c[8], c[9], [r.value for r in records])):  # fmt: skip
+            valid.extend(bytes(x is not None for x in items))
+            lengths = (0 if x is None else len(x) for x in items)
+            ends.extend(array("i", islice(accumulate(lengths, initial=len(data)), 1, None)))
+            data.extend(b"".join(x for x in items if x))
+        for i, r in enumerate(records, self._rows):
+            if r.headers:
+                self._headers.append((i, r.headers))
+        for topic, group in groupby(r.topic for r in records):
+            self._add_topic(topic, sum(1 for _ in group))
+        self._rows += len(records)
+
+    def _add_topic(self, topic: str, rows: int) -> None:
+        runs = self._topics
+        if runs and runs[-1][0] == topic:
+            runs[-1] = (topic, runs[-1][1] + rows)
+        else:
+            runs.append((topic, rows))
+
+    def finish(self) -> Any:
+        """The columns as one ``pyarrow.RecordBatch`` (the builder's buffers are shared, not copied: it is done)."""
+        import pyarrow as pa
+
+        n = self._rows
+        c = self._cols
+        buf = pa.py_buffer
+        return pa.RecordBatch.from_arrays(
+            [
+                _binary_column(c[4], c[5], c[6], n),
+                _binary_column(c[7], c[8], c[9], n),
+                self._topic_column(n),
+                pa.Array.from_buffers(pa.int32(), n, [None, buf(c[2])]),
+                pa.Array.from_buffers(pa.int64(), n, [None, buf(c[0])]),
+                pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, buf(c[1])]),
+                pa.Array.from_buffers(pa.int32(), n, [None, buf(c[3])]),
+                self._header_column(n),
+            ],
+            names=_NAMES,
+        )
+
+    def _topic_column(self, n: int) -> Any:
+        import pyarrow as pa
+
+        ends = array("i", [0])
+        parts: list[bytes] = []
+        pos = 0
+        for topic, rows in self._topics:
+            name = topic.encode()
+            if name:
+                ends.extend(range(pos + len(name), pos + len(name) * rows + 1, len(name)))
+            else:
+                ends.extend([pos] * rows)
+            pos += len(name) * rows
+            parts.append(name * rows)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(ends), pa.py_buffer(b"".join(parts))])
+
+    def _header_column(self, n: int) -> Any:
+        import pyarrow as pa
+
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        if not self._headers:
+            return _no_headers(n, header)
+        rows: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        for i, headers in self._headers:
+            rows[i] = [{"key": k, "value": v} for k, v in headers]
+        return pa.array(rows, pa.list_(header))
+
+
+def _binary_column(valid: bytearray, ends: bytearray, data: bytearray, n: int) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    nulls = n - valid.count(1)
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    bitmap = None
+    if nulls:
+        as_bytes = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(valid)])
+        bitmap = pc.cast(as_bytes, pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(ends), pa.py_buffer(data)], null_count=nulls)
+
+
+def _no_headers(n: int, header: Any) -> Any:
+    """The common case: one offsets array, no per-record lists."""
+    import pyarrow as pa
+
+    zeros = pa.nulls(n + 1, pa.int32()).fill_null(0)
+    return pa.ListArray.from_arrays(zeros, pa.array([], header))
 
 
 def records_to_arrow(records: list[ConsumerRecord]) -> Any:
@@ -24,9 +173,8 @@ def records_to_arrow(records: list[ConsumerRecord]) -> Any:
     stamps = pc.multiply(pa.array(timestamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
     if any(headers):
         header_column = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], pa.list_(header))
-    else:  # the common case: one offsets array, no per-record lists
-        zeros = pa.nulls(n + 1, pa.int32()).fill_null(0)
-        header_column = pa.ListArray.from_arrays(zeros, pa.array([], header))
+    else:
+        header_column = _no_headers(n, header)
     return pa.RecordBatch.from_arrays(
         [
             _binary(keys, n),
@@ -42,8 +190,24 @@ def records_to_arrow(records: list[ConsumerRecord]) -> Any:
     )
 
 
+_JOIN_MIN_AVERAGE = 1024
+_INT32_MAX = (1 << 31) - 1
+
+
 def _binary(items: tuple[bytes | None, ...], n: int) -> Any:
     import pyarrow as pa
 
+    nulls = items.count(None)
     # all-null columns (unkeyed records) are common, and pyarrow's per-item path is slow for them
-    return pa.nulls(n, pa.binary()) if items.count(None) == n else pa.array(items, pa.binary())
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    if not nulls:
+        # large values: one join into a buffer of the exact size beats pyarrow's builder, which grows (and
+        # copies) its buffer as it appends; small ones are faster through the builder
+        total = sum(map(len, items))  # type: ignore[arg-type]  # no None here
+        if total >= _JOIN_MIN_AVERAGE * n and total <= _INT32_MAX:
+            offsets = array("i", [0])
+            offsets.extend(accumulate(map(len, items)))  # type: ignore[arg-type]
+            data = b"".join(items)  # type: ignore[arg-type]
+            return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.array(items, pa.binary())

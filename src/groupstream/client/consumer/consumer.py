@@ -184,18 +184,32 @@ class Consumer:
         """Records that arrived, waiting up to ``timeout`` seconds (None: until some arrive) for the first. Runs
         due rebalance and commit callbacks first; raises errors the consumer could not handle itself (a fenced
         static member, an offset out of range with ``auto.offset.reset=none``, a listener that raised)."""
+        records: list[ConsumerRecord] = []
+        max_records = self.config.max_poll_records
+
+        def take() -> bool:
+            nonlocal records
+            records = self._buffer.drain(max_records)
+            return bool(records)
+
+        if self._wait_for_records(timeout, take):
+            return ConsumerRecords(self._deserialize(records))
+        return ConsumerRecords([])
+
+    def _wait_for_records(self, timeout: float | None, take: Callable[[], bool]) -> bool:
+        """``poll``'s loop: run callbacks, raise pending errors, ``take()`` records; wait for some (at most
+        ``timeout`` seconds, None: no limit) until it took any. Returns whether it did."""
         self._check_open()
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
         self._post(self._poll_called)
         while True:
             self._run_tasks()
             self._raise_pending()
-            records = self._buffer.drain(self.config.max_poll_records)
-            if records:
-                return ConsumerRecords(self._deserialize(records))
+            if take():
+                return True
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                return ConsumerRecords([])
+                return False
             if self._buffer.wait(_WAIT_SLICE_S if remaining is None else min(remaining, 1.0)):
                 raise WakeupError("wakeup() interrupted poll()")
             if not self._thread.alive:
@@ -218,9 +232,14 @@ class Consumer:
     def poll_arrow(self, timeout: float | None = 1.0) -> Any:
         """Like ``poll``, as one ``pyarrow.RecordBatch`` with Spark's Kafka columns (key, value, topic,
         partition, offset, timestamp, timestampType, headers)."""
-        from groupstream.client.consumer.arrow import records_to_arrow
+        from groupstream.client.consumer.arrow import COLUMNS_SUPPORTED, ColumnBuilder, records_to_arrow
 
-        return records_to_arrow(self.poll(timeout).to_list())
+        if self._key_deserializer is not None or self._value_deserializer is not None or not COLUMNS_SUPPORTED:
+            return records_to_arrow(self.poll(timeout).to_list())
+        builder = ColumnBuilder()
+        max_records = self.config.max_poll_records
+        self._wait_for_records(timeout, lambda: self._buffer.drain_into(max_records, builder) > 0)
+        return builder.finish()
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:

@@ -13,6 +13,12 @@ the rules that keep records from being returned wrongly live here, in one place:
   is resumed (KIP-822: a partition that stays assigned across a rebalance keeps its pause and its buffer);
 - ``poll`` returns the records of one partition in offset order and moves its position past them.
 
+Records are decoded by ``poll``, not by the network thread: a fetch arrives as its checked batches (header and
+CRC, transactions filtered) and ``drain`` decodes them as it needs records, as Java's fetch collector does. So the
+network thread sends the next fetch as soon as a response is in, and the broker prepares it while the
+application decodes. A batch that does not decode stops ``drain`` there: the records before it are returned,
+the error is raised by the next ``poll``, and the partition is fetched again from its position.
+
 Application-thread tasks (rebalance callbacks, commit callbacks) and errors for the application are queued
 here too, so a ``poll`` that waits for records wakes for them.
 """
@@ -22,26 +28,47 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from groupstream.assignment.types import TopicPartition
-from groupstream.client.consumer.records import ConsumerRecord
+from groupstream.client.consumer.records import ConsumerRecord, batch_records
+from groupstream.protocol.records import RecordBatch
 
-__all__ = ["AppTask", "CompletedFetch", "FetchBuffer"]
+__all__ = ["AppTask", "CompletedFetch", "FetchBuffer", "RecordSink"]
 
 AppTask = Callable[[], None]
 
 
 @dataclass(slots=True)
 class CompletedFetch:
-    """One partition's share of a Fetch response: its records from ``fetch_offset`` on."""
+    """One partition's share of a Fetch response from ``fetch_offset`` on: ``records`` decoded (from ``index``
+    on), then ``batches`` that ``drain`` decodes when it gets to them (from ``batch_index`` on)."""
 
     tp: TopicPartition
     fetch_offset: int
     records: list[ConsumerRecord]
     next_offset: int
     index: int = 0
+    batches: Sequence[RecordBatch] = ()
+    batch_index: int = 0
+    pending: int = 0
+    """Records in the batches not decoded yet (by their headers: those below ``fetch_offset`` count too)."""
+
+    def remaining(self) -> int:
+        return len(self.records) - self.index + self.pending
+
+    def has_more(self) -> bool:
+        return self.index < len(self.records) or self.batch_index < len(self.batches)
+
+    def decode_next(self) -> None:
+        """Replace the (used up) records by those of the next batch."""
+        batch = self.batches[self.batch_index]
+        self.batch_index += 1
+        self.pending -= batch.header.records_count
+        self.records = batch_records(self.tp.topic, self.tp.partition, batch, self.fetch_offset)
+        self.index = 0
 
 
 @dataclass(slots=True)
@@ -53,7 +80,7 @@ class _Partition:
     fetches: deque[CompletedFetch] = field(default_factory=deque)
 
     def buffered(self) -> int:
-        return sum(len(f.records) - f.index for f in self.fetches)
+        return sum(f.remaining() for f in self.fetches)
 
 
 class FetchBuffer:
@@ -63,6 +90,7 @@ class FetchBuffer:
         self._tasks: deque[AppTask] = deque()
         self._errors: deque[BaseException] = deque()
         self._woken = False
+        self._wakeup_deferred = False
         self._rotation = 0
 
     # --- assignment (network thread) ---------------------------------------------------------------------
@@ -140,22 +168,37 @@ class FetchBuffer:
 
     # --- fetching (network thread) -------------------------------------------------------------------------
 
-    def fetchable(self, max_buffered_records: int) -> list[tuple[TopicPartition, int]]:
+    def fetchable(
+        self,
+        max_buffered_records: int,
+        hold: Callable[[list[tuple[TopicPartition, int]], list[TopicPartition]], set[TopicPartition]] | None = None,
+    ) -> list[tuple[TopicPartition, int]]:
         """Partitions to fetch now, with their fetch positions: assigned, not paused, with a position, no fetch
-        in flight, and fewer than ``max_buffered_records`` buffered (prefetch). They are marked in flight."""
+        in flight, and fewer than ``max_buffered_records`` buffered (prefetch). They are marked in flight.
+        ``hold(candidates, full)`` may leave some candidates for later, knowing which partitions are left out
+        because their buffer is full."""
         out = []
+        full = []
         with self._cond:
             for tp, p in self._parts.items():
                 if p.paused or p.in_flight or p.fetch_position is None:
                     continue
                 if p.fetches and p.buffered() >= max_buffered_records:
+                    full.append(tp)
                     continue
-                p.in_flight = True
                 out.append((tp, p.fetch_position))
+            if hold is not None and full and out:
+                held = hold(out, full)
+                out = [c for c in out if c[0] not in held]
+            for tp, _ in out:
+                self._parts[tp].in_flight = True
         return out
 
-    def fetch_done(self, fetch: CompletedFetch) -> bool:
-        """A fetch came back: keep it if it still starts at the partition's fetch position."""
+    def fetch_done(self, fetch: CompletedFetch, *, defer_wakeup: bool = False) -> bool:
+        """A fetch came back: keep it if it still starts at the partition's fetch position. With
+        ``defer_wakeup`` a waiting ``poll`` is woken by the next ``wake_pollers`` instead of now: the network
+        thread sends its next fetch first, so the application thread, which then takes the GIL to decode, does
+        not hold that fetch back."""
         with self._cond:
             part = self._parts.get(fetch.tp)
             if part is None:
@@ -164,10 +207,20 @@ class FetchBuffer:
             if part.fetch_position != fetch.fetch_offset:
                 return False
             part.fetch_position = fetch.next_offset
-            if fetch.records:
+            if fetch.has_more():
                 part.fetches.append(fetch)
-                self._cond.notify_all()
+                if defer_wakeup:
+                    self._wakeup_deferred = True
+                else:
+                    self._cond.notify_all()
             return True
+
+    def wake_pollers(self) -> None:
+        """Wake a ``poll`` waiting for the records that ``fetch_done(defer_wakeup=True)`` kept."""
+        if self._wakeup_deferred:
+            with self._cond:
+                self._wakeup_deferred = False
+                self._cond.notify_all()
 
     def fetch_failed(self, tp: TopicPartition) -> None:
         with self._cond:
@@ -261,27 +314,78 @@ class FetchBuffer:
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Up to ``max_records`` records, partition by partition (rotating where it starts, so one busy
-        partition cannot starve the others), moving each partition's position past what it returns."""
+        partition cannot starve the others), moving each partition's position past what it returns. Batches
+        are decoded here, as far as needed; one that does not decode ends the drain (see the module doc)."""
         out: list[ConsumerRecord] = []
+        self._drain(max_records, out.extend, None)
+        return out
+
+    def drain_into(self, max_records: int, sink: RecordSink) -> int:
+        """``drain`` into ``sink``: records already decoded go to ``add_records``, whole batches that fit to
+        ``add_batch`` undecoded (a column builder decodes them without making a record tuple each). Returns
+        how many records the sink took."""
+        return self._drain(max_records, sink.add_records, sink.add_batch)
+
+    def _drain(
+        self,
+        max_records: int,
+        add_records: Callable[[list[ConsumerRecord]], object],
+        add_batch: Callable[[str, int, RecordBatch, int], tuple[int, int]] | None,
+    ) -> int:
+        taken = 0
         with self._cond:
             items = list(self._parts.items())
             if not items:
-                return out
+                return 0
             self._rotation = (self._rotation + 1) % len(items)
-            for _tp, part in items[self._rotation :] + items[: self._rotation]:
+            for tp, part in items[self._rotation :] + items[: self._rotation]:
                 if part.paused:
                     continue
-                while part.fetches and len(out) < max_records:
+                while part.fetches and taken < max_records:
                     fetch = part.fetches[0]
-                    take = min(max_records - len(out), len(fetch.records) - fetch.index)
-                    chunk = fetch.records[fetch.index : fetch.index + take]
-                    out.extend(chunk)
-                    fetch.index += take
-                    if fetch.index >= len(fetch.records):
+                    records, index = fetch.records, fetch.index
+                    if index >= len(records) and fetch.batch_index < len(fetch.batches):
+                        try:
+                            batch = fetch.batches[fetch.batch_index]
+                            count = batch.header.records_count
+                            if add_batch is None or count > max_records - taken:
+                                fetch.decode_next()
+                                continue
+                            n, last_offset = add_batch(tp.topic, tp.partition, batch, fetch.fetch_offset)
+                        except Exception as e:  # a corrupt batch: what came before it is returned, then e
+                            part.fetches.clear()
+                            part.fetch_position = part.position
+                            self._errors.append(e)
+                            return taken
+                        fetch.batch_index += 1
+                        fetch.pending -= count
+                        taken += n
+                        if fetch.batch_index >= len(fetch.batches):
+                            part.fetches.popleft()
+                            part.position = fetch.next_offset
+                        elif n:
+                            part.position = last_offset + 1
+                        continue
+                    take = min(max_records - taken, len(records) - index)
+                    if take:
+                        add_records(records if index == 0 and take == len(records) else records[index : index + take])
+                        taken += take
+                        fetch.index = index = index + take
+                    if index >= len(records) and fetch.batch_index >= len(fetch.batches):
                         part.fetches.popleft()
                         part.position = fetch.next_offset  # past trailing control records and gaps too
-                    else:
-                        part.position = chunk[-1].offset + 1
-                if len(out) >= max_records:
+                    elif take:
+                        part.position = records[index - 1].offset + 1
+                if taken >= max_records:
                     break
-        return out
+        return taken
+
+
+class RecordSink(Protocol):
+    """Where ``drain_into`` puts records: decoded ones, or whole batches (returning how many records of the
+    batch it took, those from ``min_offset`` on, and the offset of the last, -1 if none; raising if the batch is
+    corrupt, having taken nothing)."""
+
+    def add_records(self, records: list[ConsumerRecord]) -> object: ...
+
+    def add_batch(self, topic: str, partition: int, batch: RecordBatch, min_offset: int) -> tuple[int, int]: ...

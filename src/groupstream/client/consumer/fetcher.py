@@ -1,5 +1,6 @@
 """The fetch request manager: Fetch requests for the partitions the buffer says may be fetched, one request
-in flight per leader, and their responses decoded into records for the buffer (network thread).
+in flight per leader, and their responses checked batch by batch for the buffer (network thread), which
+decodes the records when ``poll`` gets to them.
 
 A partition is fetched again once ``poll`` has drained what it had (so a slow application holds at most one
 fetch per partition in memory, as Kafka's consumer does). Records below the fetch offset (the start of the
@@ -19,14 +20,12 @@ from typing import Any
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.consumer.config import ConsumerConfig
 from groupstream.client.consumer.fetch_buffer import CompletedFetch, FetchBuffer
-from groupstream.client.consumer.records import ConsumerRecord
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.records import RecordBatch, iter_record_batches
-from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT
-from groupstream.protocol.records.record import decode_records
+from groupstream.protocol.records.batch_header import CONTROL_BIT
 
 __all__ = ["Fetcher"]
 
@@ -63,15 +62,24 @@ class Fetcher:
         self._metadata = metadata
         self._out_of_range = out_of_range
         self._nodes_in_flight: set[int] = set()
+        self._log_end: dict[TopicPartition, int] = {}  # the last fetch's high watermark (read_committed: LSO)
         self._retry_at_ms = 0
         self.closed = False
 
     def poll(self, now_ms: int) -> PollResult:
+        try:
+            return self._poll(now_ms)
+        finally:
+            # records that arrived since the last poll are announced now, after the next fetches are made (and
+            # just before the network thread sends them and sleeps): see FetchBuffer.fetch_done
+            self._buffer.wake_pollers()
+
+    def _poll(self, now_ms: int) -> PollResult:
         if self.closed or now_ms < self._retry_at_ms:
             return PollResult(next_poll_delay_ms=max(self._retry_at_ms - now_ms, 0) if not self.closed else None)
         by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
         missing_leader = False
-        for tp, position in self._buffer.fetchable(self._cfg.max_poll_records):
+        for tp, position in self._buffer.fetchable(self._cfg.max_poll_records, self._hold):
             leader = self._metadata.leader(tp.topic, tp.partition)
             if leader is None or leader < 0 or leader in self._nodes_in_flight:
                 self._buffer.fetch_failed(tp)
@@ -84,6 +92,22 @@ class Fetcher:
         requests = [self._request(node, parts) for node, parts in sorted(by_node.items())]
         self._nodes_in_flight.update(by_node)
         return PollResult(requests, next_poll_delay_ms=self._cfg.network.retry_backoff_ms if missing_leader else None)
+
+    def _hold(self, candidates: list[tuple[TopicPartition, int]], full: list[TopicPartition]) -> set[TopicPartition]:
+        """Partitions not to fetch yet: a leader's partitions that were all at the end of their log last time,
+        while another of its partitions waits for room in the buffer. Fetched alone they would make a request
+        the broker holds for ``fetch.max.wait.ms``, and with one fetch per leader in flight the waiting
+        partition could not be fetched meanwhile: its next records would be held back by a fetch of nothing."""
+        leader = self._metadata.leader
+        waiting = {leader(tp.topic, tp.partition) for tp in full}
+        by_node: dict[int | None, list[tuple[TopicPartition, int]]] = {}
+        for tp, position in candidates:
+            by_node.setdefault(leader(tp.topic, tp.partition), []).append((tp, position))
+        held: set[TopicPartition] = set()
+        for node, parts in by_node.items():
+            if node in waiting and all(position >= self._log_end.get(tp, position + 1) for tp, position in parts):
+                held.update(tp for tp, _ in parts)
+        return held
 
     def _request(self, node: int, parts: list[tuple[TopicPartition, int]]) -> UnsentRequest:
         cfg = self._cfg
@@ -137,7 +161,7 @@ class Fetcher:
                 if offset is None:
                     continue
                 answered.add(tp)
-                self._partition(tp, offset, pd, response.received_ms)
+                self._partition(tp, offset, pd, response.received_ms, response.version)
         for tp in positions.keys() - answered:
             self._buffer.fetch_failed(tp)
 
@@ -147,16 +171,18 @@ class Fetcher:
         self._metadata.request_update()
         self._retry_at_ms = now_ms + self._cfg.network.retry_backoff_ms
 
-    def _partition(self, tp: TopicPartition, offset: int, pd: Any, now_ms: int) -> None:
+    def _partition(self, tp: TopicPartition, offset: int, pd: Any, now_ms: int, version: int) -> None:
         code = pd.error_code
         if code == ErrorCode.NONE:
+            stable = pd.last_stable_offset if version >= 4 else -1
+            self._log_end[tp] = stable if self._cfg.isolation_level == 1 and stable >= 0 else pd.high_watermark
             try:
-                records, next_offset = self._decode(tp, offset, pd)
+                fetch = self._scan(tp, offset, pd)
             except Exception as e:  # a corrupt batch: the application must hear of it, not skip it
                 self._buffer.fetch_failed(tp)
                 self._buffer.add_error(e)
                 return
-            self._buffer.fetch_done(CompletedFetch(tp, offset, records, next_offset))
+            self._buffer.fetch_done(fetch, defer_wakeup=True)
             return
         self._buffer.fetch_failed(tp)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -168,30 +194,27 @@ class Fetcher:
             log.warning("fetch of %s at %d failed with %s; retrying", tp, offset, ErrorCode(code).name)
             self._retry_at_ms = now_ms + self._cfg.network.retry_backoff_ms
 
-    def _decode(self, tp: TopicPartition, offset: int, pd: Any) -> tuple[list[ConsumerRecord], int]:
-        topic, partition = tp.topic, tp.partition
-        out: list[ConsumerRecord] = []
+    def _scan(self, tp: TopicPartition, offset: int, pd: Any) -> CompletedFetch:
+        """The partition's complete batches from ``offset`` on, checked (framing, magic, CRC) but not decoded:
+        data batches are kept for ``poll`` to decode; control batches and, with read_committed, the batches of
+        aborted transactions are dropped."""
+        batches: list[RecordBatch] = []
+        pending = 0
         position = offset
         aborted = _AbortedTransactions(pd) if self._cfg.isolation_level == 1 else None
         for batch in iter_record_batches(pd.records or b"", check_crc=self._cfg.check_crcs):
-            if batch.next_offset <= position:
+            h = batch.header
+            next_offset = h.base_offset + h.last_offset_delta + 1
+            if next_offset <= position:
                 continue
             if aborted is not None and aborted.skips(batch):
-                position = batch.next_offset
+                position = next_offset
                 continue
-            if not batch.is_control:
-                h = batch.header
-                # LogAppendTime: the broker's time, carried once per batch, is every record's timestamp
-                log_append = bool(h.attributes & TIMESTAMP_TYPE_BIT)
-                records = decode_records(batch.records_data(), h.records_count, h.base_offset,
-                                         h.base_timestamp, ConsumerRecord, (topic, partition), (int(log_append),))  # fmt: skip
-                if log_append:
-                    records = [r._replace(timestamp=h.max_timestamp) for r in records]
-                if h.base_offset < offset:  # the batch the fetch offset falls in
-                    records = [r for r in records if r.offset >= offset]
-                out.extend(records)
-            position = batch.next_offset
-        return out, position
+            if not h.attributes & CONTROL_BIT:
+                batches.append(batch)
+                pending += h.records_count
+            position = next_offset
+        return CompletedFetch(tp, offset, [], position, batches=batches, pending=pending)
 
 
 class _AbortedTransactions:

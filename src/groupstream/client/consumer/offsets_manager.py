@@ -55,6 +55,7 @@ class _Lookup:
     found: Found = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
     not_before_ms: int = 0
+    waiting_for_metadata: int | None = None  # the metadata version seen when a leader was unknown
 
 
 class OffsetsManager:
@@ -130,10 +131,14 @@ class OffsetsManager:
                 self._lookups.remove(lookup)
                 lookup.done(lookup.found, KafkaError(ErrorCode.REQUEST_TIMED_OUT, "ListOffsets timed out"))
                 continue
+            waited = lookup.waiting_for_metadata
+            if waited is not None and waited != self._metadata.version:
+                lookup.not_before_ms = 0  # as Java: a lookup that lacked a leader retries when metadata arrives
             if now_ms < lookup.not_before_ms:
                 wait = lookup.not_before_ms - now_ms
                 delay = wait if delay is None else min(delay, wait)
                 continue
+            lookup.waiting_for_metadata = None
             by_node: dict[int, dict[TopicPartition, int]] = {}
             for tp, spec in lookup.wanted.items():
                 if tp in lookup.found:
@@ -142,6 +147,7 @@ class OffsetsManager:
                 if leader is None or leader < 0:
                     self._metadata.request_update()
                     lookup.not_before_ms = now_ms + self._backoff_ms
+                    lookup.waiting_for_metadata = self._metadata.version
                     delay = self._backoff_ms if delay is None else min(delay, self._backoff_ms)
                     continue
                 by_node.setdefault(leader, {})[tp] = spec

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-__all__ = ["ConsumerRecord", "ConsumerRecords", "Header"]
+from groupstream.protocol.records import RecordBatch
+from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT
+from groupstream.protocol.records.record import decode_batch_records
+
+__all__ = ["ConsumerRecord", "ConsumerRecords", "Header", "batch_records"]
 
 Header = tuple[str, bytes | None]
 
@@ -58,3 +62,13 @@ class ConsumerRecords:
         return list(self._records)
 
 
+
+
+def batch_records(topic: str, partition: int, batch: RecordBatch, min_offset: int) -> list[ConsumerRecord]:
+    """The records of a data batch from ``min_offset`` on (a fetch starts in the middle of the batch its offset
+    falls in). With LogAppendTime the broker's time, carried once per batch, is every record's timestamp."""
+    h = batch.header
+    log_append = h.attributes & TIMESTAMP_TYPE_BIT
+    return decode_batch_records(batch.records_buffer(), h.records_count, h.base_offset, h.base_timestamp,
+                                ConsumerRecord, topic, partition, 1 if log_append else 0,
+                                h.max_timestamp if log_append else None, min_offset)  # fmt: skip

@@ -53,6 +53,7 @@ class MetadataCache:
         self._in_flight = False
         self._last_refresh_ms: int | None = None
         self._not_before_ms = 0
+        self._new_topics_asked = False
 
     # --- what to fetch --------------------------------------------------------------------------------------
 
@@ -73,9 +74,13 @@ class MetadataCache:
         self._topics.difference_update(topics)
 
     def set_topics(self, topics: Iterable[str]) -> None:
+        """Track exactly ``topics`` (a consumer's assign or subscribe). New ones are asked for at once, without
+        waiting out ``retry.backoff.ms`` after the last answer: Java's ``requestUpdateForNewTopics``."""
         wanted = set(topics)
         if wanted - self._topics:
             self._need_update = True
+            self._not_before_ms = 0
+            self._new_topics_asked = True  # a request in flight now cannot cover them: no backoff after it
         self._topics = wanted
 
     def want_all_topics(self, flag: bool = True) -> None:
@@ -151,6 +156,7 @@ class MetadataCache:
             return PollResult((), due - now_ms)
         self._in_flight = True
         self._need_update = False  # a request_update() while this one is out asks again afterwards
+        self._new_topics_asked = False
         topics = None if self._all_topics else sorted(self._topics)
         request = UnsentRequest(_METADATA, lambda v: self._body(v, topics), self._on_response)
         return PollResult((request,), None)
@@ -229,4 +235,4 @@ class MetadataCache:
         self.version += 1
         self._last_refresh_ms = now_ms
         self._need_update = self._need_update or (incomplete and bool(self._topics or self._all_topics))
-        self._not_before_ms = now_ms + self.retry_backoff_ms
+        self._not_before_ms = now_ms if self._new_topics_asked else now_ms + self.retry_backoff_ms

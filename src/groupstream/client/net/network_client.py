@@ -33,7 +33,6 @@ from groupstream.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("groupstream.client.net")
 
-_RECV_SIZE = 1 << 20
 _MAX_READS_PER_EVENT = 8
 _JITTER = 0.2  # Java's reconnect backoff jitter: +-20%
 
@@ -386,23 +385,26 @@ class NetworkClient:
 
     def _read(self, node_id: int, conn: NodeConnection, sock: socket.socket, now_ms: int) -> None:
         for _ in range(_MAX_READS_PER_EVENT):
+            view = conn.recv_buffer()  # a large response is read straight into its own buffer: one copy
+            room = len(view)
             try:
-                data = sock.recv(_RECV_SIZE)
+                n = sock.recv_into(view)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
                 self._disconnect(node_id, now_ms, f"connection to {conn.address} lost: {e.strerror or e}")
                 return
-            if not data:
+            del view
+            if not n:
                 self._disconnect(node_id, now_ms, f"{conn.address} closed the connection")
                 return
-            result = conn.on_data(data, now_ms)
+            result = conn.on_received(n, now_ms)
             self._deliver(node_id, result.completions, now_ms)
             if result.failure is not None:
                 log.warning("closing the connection to node %s: %s", node_id, result.failure)
                 self._disconnect(node_id, now_ms, result.failure)
                 return
-            if len(data) < _RECV_SIZE:
+            if n < room:
                 return
 
     def _deliver(self, node_id: int, completions: list[Completion], now_ms: int) -> None:

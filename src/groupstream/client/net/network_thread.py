@@ -80,6 +80,7 @@ class NetworkThread:
         self._events: queue.SimpleQueue[ApplicationEvent] = queue.SimpleQueue()
         self._awaited: list[CompletableEvent] = []
         self._closing = False
+        self._finishing = False
         self._close_deadline_ms = 0
         self._close_error: BaseException = ClientClosedError("the client closed before this completed")
         self._stopped = threading.Event()
@@ -138,7 +139,14 @@ class NetworkThread:
     # --- the loop (network thread) ---------------------------------------------------------------------------
 
     def _has_events(self) -> bool:
-        return self._closing or not self._events.empty()
+        """Whether the loop must not sleep now (checked just before it would wait for I/O)."""
+        if not self._events.empty():
+            return True
+        if self._finishing:
+            # closing (``_run_until_done``): sleep only while there is something to wait for, as the last
+            # responses; when nothing is left the loop ends now instead of waiting out the close timeout
+            return not self._has_pending_work()
+        return self._closing  # a close asked for ends the main loop's wait
 
     def _run(self) -> None:
         try:
@@ -165,6 +173,7 @@ class NetworkThread:
         self._expire_events(now)
 
     def _run_until_done(self) -> None:
+        self._finishing = True
         now = self._clock()
         for manager in self._managers:
             begin = getattr(manager, "begin_close", None)

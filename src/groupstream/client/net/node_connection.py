@@ -276,10 +276,28 @@ class NodeConnection:
         """Bytes from the socket: decode every complete response. Negotiation is handled here; responses to
         the shell's requests come back as completions. A broken peer yields a ``failure`` reason, after which
         the shell must close the socket and call ``disconnected``."""
+        self._codec_for_data().receive_data(data)
+        return self._responses(now_ms)
+
+    def recv_buffer(self) -> memoryview:
+        """Where the shell's next socket read should put its bytes (``recv_into``); then call ``on_received``.
+        A large response is read straight into a buffer of its own, so its bytes are copied once."""
+        return self._codec_for_data().recv_buffer()
+
+    def on_received(self, n: int, now_ms: int) -> DataResult:
+        """``n`` bytes were read into ``recv_buffer()``: as ``on_data``."""
+        self._codec_for_data().advance(n)
+        return self._responses(now_ms)
+
+    def _codec_for_data(self) -> ClientConnection:
         codec = self._codec
         if codec is None or self.state in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
             raise IllegalTransitionError(f"node {self.node_id}: data received while {self.state.value}")
-        codec.receive_data(data)
+        return codec
+
+    def _responses(self, now_ms: int) -> DataResult:
+        codec = self._codec
+        assert codec is not None
         done: list[Completion] = []
         while True:
             try:

@@ -151,6 +151,16 @@ class RecordBatch:
             self._data = decompress(self.header.compression, self._view[HEADER_SIZE:], self._max_size)
         return self._data
 
+    def records_buffer(self) -> bytes | memoryview:
+        """The uncompressed records section without copying it when the batch is not compressed (a view of
+        ``raw``), else ``records_data()``."""
+        if self.header.compression == Codec.NONE and self._data is None:
+            view = self._view[HEADER_SIZE:]
+            if len(view) > self._max_size:
+                return self.records_data()  # raises, naming the limit
+            return view
+        return self.records_data()
+
     def records(self) -> list[Record]:
         """All records of the batch (decoded once; the same list is returned on later calls)."""
         if self._records is None:

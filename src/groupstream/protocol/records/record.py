@@ -199,6 +199,78 @@ def decode_records(
     return out
 
 
+_c_decode: Callable[..., list[Any]] | None
+_c_append_columns: Callable[..., tuple[int, int]] | None
+try:  # the C decoder, built by `pip install` (setup.py); without a compiler the Python one above runs alone
+    from groupstream.protocol.records._crecords import Fallback as _CFallback
+    from groupstream.protocol.records._crecords import append_columns as _c_append_columns
+    from groupstream.protocol.records._crecords import decode as _c_decode
+except ImportError:  # pragma: no cover - depends on the build
+
+    class _CFallback(Exception):  # type: ignore[no-redef]
+        pass
+
+    _c_decode = _c_append_columns = None
+
+
+def decode_batch_records(
+    d: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    record_type: type[tuple[Any, ...]],
+    topic: str,
+    partition: int,
+    timestamp_type: int,
+    fixed_timestamp: int | None = None,
+    min_offset: int = -1,
+) -> list[Any]:
+    """A consumer's records of one batch: ``record_type`` tuples of ``(topic, partition, offset, timestamp, key,
+    value, headers, timestamp_type)``, only those at or above ``min_offset``; ``fixed_timestamp`` (the batch's
+    LogAppendTime) replaces every record's timestamp.
+
+    The C decoder does well-formed batches; anything it does not take for granted goes to ``decode_records``,
+    which returns the same records or raises PeerProtocolError, so the result never depends on which ran.
+    """
+    if _c_decode is not None:
+        try:
+            return _c_decode(d, count, base_offset, base_timestamp, record_type, topic, partition, timestamp_type,
+                             fixed_timestamp, min_offset)  # fmt: skip
+        except _CFallback:
+            pass
+    recs = decode_records(d if isinstance(d, bytes) else bytes(d), count, base_offset, base_timestamp,
+                          record_type, (topic, partition), (timestamp_type,))  # fmt: skip
+    if fixed_timestamp is not None:
+        recs = [r._replace(timestamp=fixed_timestamp) for r in recs]
+    if min_offset > base_offset:
+        recs = [r for r in recs if r.offset >= min_offset]
+    return recs
+
+
+def append_batch_columns(
+    d: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+    min_offset: int,
+    partition: int,
+    timestamp_type: int,
+    columns: tuple[bytearray, ...],
+) -> tuple[int, int] | None:
+    """Append a batch's records from ``min_offset`` on to Arrow column buffers without a Python object per
+    record (the C decoder; see ``append_columns`` in _crecords.c for the ten ``columns``). Returns how many
+    records were appended and the last one's offset (-1 if none), or None, having appended nothing, when the
+    batch is for ``decode_batch_records`` (it has headers, anything unusual, or there is no C decoder)."""
+    if _c_append_columns is None:
+        return None
+    try:
+        return _c_append_columns(d, count, base_offset, base_timestamp, fixed_timestamp, min_offset, partition,
+                                 timestamp_type, columns)  # fmt: skip
+    except _CFallback:
+        return None
+
+
 # --- encoding -----------------------------------------------------------------------------------------
 
 
