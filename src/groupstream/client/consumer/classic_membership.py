@@ -150,6 +150,7 @@ class ClassicMembershipManager:
             done(None)
             return
         self._leave_done = done
+        self._rejoin_needed = False  # a rejoin asked for before (REBALANCE_IN_PROGRESS) must not follow the leave
         owned = self._target.owned_partitions()
         self.transition_to(S.LEAVING)
         if owned:
