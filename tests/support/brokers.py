@@ -290,10 +290,12 @@ class AutoCreateBroker:
 
 
 # Our broker for ``consumer`` (KIP-848) groups in tests: heartbeats every 500 ms and sessions of 6 s (Kafka's defaults,
-# 5 s and 45 s, would make every reconciliation step wait seconds), no initial rebalance delay.
+# 5 s and 45 s, would make every reconciliation step wait seconds), regular expressions matched against the topics
+# again every second, no initial rebalance delay.
 KIP848_TEST_SETTINGS = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.regex.refresh.interval.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
 }
 

@@ -3,6 +3,7 @@
 - A group of our consumers with the broker's ``uniform`` and ``range`` assignors splits the partitions,
   rebalances as members come and go, and returns every record exactly once (commits on revocation).
 - KIP-822 under the ``consumer`` protocol: a paused partition that stays assigned stays paused.
+- A regular-expression subscription is resolved by the broker, and a matching topic created later is assigned.
 - Partitions that do not move keep being returned by ``poll`` while the group rebalances, with
   cooperative-sticky (classic protocol) and with the ``consumer`` protocol: a member owning every partition of
   a topic fed at a steady pace keeps returning records of the partitions it keeps while a second member joins
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import time
 import uuid
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 from test_consumer_brokers import (
     Member,
+    Recorder,
     classic,
     group_splits_rebalances_and_consumes_everything_once,
     kip848,
@@ -26,6 +29,8 @@ from test_consumer_brokers import (
     paused_partitions_stay_paused_across_a_rebalance,
 )
 
+from groupstream import Consumer
+from groupstream.client.admin import Admin, NewTopic
 from support.brokers import KIP848_TEST_SETTINGS, BrokerProcess
 from support.feed import Feed
 from support.waiting import wait_until
@@ -91,3 +96,25 @@ def test_partitions_that_stay_keep_flowing_during_a_rebalance(
     print(f"\nworst gap of a kept partition {gaps[worst] * 1000:.0f} ms; join to split {settled_at - joined_at:.3f} s")
     seen = first.records + (second.records if second is not None else [])
     assert len(seen) == len(set(seen)), f"{len(seen) - len(set(seen))} records were returned twice"
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker_and_picks_up_new_topics(kip848_broker: BrokerProcess) -> None:
+    """With the ``consumer`` protocol the pattern goes to the broker (SubscribedTopicRegex), which matches it
+    against the topics again every ``group.consumer.regex.refresh.interval.ms``: a topic created later joins."""
+    bs = kip848_broker.bootstrap
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(f"{prefix}-a", 2), NewTopic(f"other{prefix}", 1)])
+    listener = Recorder()
+    with Consumer({"bootstrap.servers": bs, "group.id": f"g-{prefix}", **kip848("uniform")}) as c:
+        c.subscribe(re.compile(rf"{prefix}-.*"), listener=listener)
+
+        def owned() -> set[tuple[str, int]]:
+            c.poll(0.2)
+            return {(tp.topic, tp.partition) for tp in listener.owned}
+
+        wait_until(lambda: owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1)}, 30, "the matching topic's partitions")
+        with Admin({"bootstrap.servers": bs}) as admin:
+            admin.create_topics([NewTopic(f"{prefix}-b", 1)])
+        wait_until(lambda: (f"{prefix}-b", 0) in owned(), 30, "the new matching topic to be assigned")
+        assert owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)}
