@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,7 +60,7 @@ def test_a_slow_handler_is_told_why_its_commit_failed_and_rejoins_once(
         _poll_until_owned(c, listener, 2, "the member to own both partitions")
         with Admin({"bootstrap.servers": bs}) as admin:
             wait_until(lambda: len(admin.describe_groups([group])[group].members) == 1, 30, "the group to list it")
-            time.sleep(3.0)  # the slow handler: twice max.poll.interval.ms without a poll
+            # the slow handler: the application does not poll while the coordinator drops its member
             wait_until(lambda: not admin.describe_groups([group])[group].members, 30,
                        "the coordinator to drop the member that stopped polling")  # fmt: skip
             with pytest.raises(CommitFailedError) as failed:
@@ -96,7 +97,12 @@ def test_heartbeats_go_on_while_the_application_is_busy(kip848_broker: BrokerPro
         _poll_until_owned(c, listener, 2, "the member to own both partitions")
         before = admin.describe_groups([group])[group]
         events = len(listener.events)
-        time.sleep(14.0)  # a handler busy for more than two session timeouts, well within max.poll.interval.ms
+        # A handler busy for more than two session timeouts (6 s each), well within max.poll.interval.ms: the
+        # application does not poll, and the group keeps listing the member all along.
+        busy_until = time.monotonic() + 14.0
+        while time.monotonic() < busy_until:
+            listed = admin.describe_groups([group])[group]
+            assert [m.member_id for m in listed.members] == [m.member_id for m in before.members], listed
         c.poll(0.2)
         after = admin.describe_groups([group])[group]
         assert len(listener.events) == events, listener.events[events:]
@@ -122,7 +128,7 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "polling"
-        time.sleep(1.0)  # let poll block
+        wait_until(lambda: _main_thread_sleeping(proc.pid), 10, "the child's poll to block")
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(10) == 7
@@ -132,3 +138,10 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _main_thread_sleeping(pid: int) -> bool:
+    """Whether the process's main thread is in an interruptible wait (state S): after printing "polling" that is
+    the blocking poll."""
+    stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "S"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 import threading
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from groupstream.client.consumer.records import ConsumerRecord
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records import BatchBuilder, RecordBatch
 from groupstream.protocol.records import record as record_module
+from support.waiting import wait_until
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -250,7 +250,8 @@ def test_a_deferred_wakeup_wakes_a_waiting_poll_only_when_released() -> None:
     waiter = threading.Thread(target=lambda: (buf.wait(30.0), woke.set()))
     waiter.start()
     try:
-        time.sleep(0.05)
+        # the waiter must be inside wait(), else it would find the records there and never need waking
+        wait_until(lambda: bool(buf._cond._waiters), 10, "the poller to wait")  # type: ignore[attr-defined]
         buf.fetch_done(CompletedFetch(A, 0, recs(A, 0, 3), 3), defer_wakeup=True)
         assert not woke.wait(0.3)  # the network thread has not sent its next fetch yet
         buf.wake_pollers()
