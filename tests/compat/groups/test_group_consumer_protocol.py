@@ -22,12 +22,9 @@ import pytest
 from group_harness import (
     Members,
     TopicPart,
-    check_commits_by_owner,
-    check_delivery,
     check_exclusive_ownership,
-    check_resumption,
+    check_group,
     create_topic,
-    ownership_intervals,
     produce,
     unique,
     wait_for,
@@ -92,10 +89,7 @@ def test_consumer_group_survives_broker_kill9(broker_factory: BrokerFactory, mem
     assert after.state == "Stable", after
     assert sorted(m.member_id for m in after.members) == sorted(m.member_id for m in before.members)
     a.close(), b.close()
-    intervals = ownership_intervals(members.all)
-    check_commits_by_owner(members.all, intervals)
-    check_resumption(members.all, intervals)
-    check_delivery(members.all, produced | later)
+    check_group(members.all, produced | later)
 
 
 def _batch_times(members: Members) -> dict[TopicPart, list[float]]:
