@@ -59,7 +59,8 @@ def test_consumer_group_join_crash_leave_resume(
     scenario(broker.bootstrap, members, client, assignor, protocol="consumer")
 
 
-def test_consumer_group_survives_broker_kill9(broker_factory: BrokerFactory, members: Members) -> None:
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_consumer_group_survives_broker_kill9(broker_factory: BrokerFactory, members: Members, assignor: str) -> None:
     broker = consumer_protocol_broker(broker_factory)
     bs = broker.bootstrap
     topic, group = unique("cg-restart"), unique("g-cg-restart")
@@ -68,7 +69,7 @@ def test_consumer_group_survives_broker_kill9(broker_factory: BrokerFactory, mem
     all_parts = {(topic, p) for p in range(partitions)}
     produced = produce(bs, topic, 600, partitions, "before")
     members.common.update(client="confluent", protocol="consumer", bootstrap=bs, group=group, topics=[topic],
-                          strategy="uniform", max_records=200, batch_delay_s=0)  # fmt: skip
+                          strategy=assignor, max_records=200, batch_delay_s=0)  # fmt: skip
     a, b = members.start("A"), members.start("B")
     members.wait_split([a, b], all_parts)
     wait_for(lambda: {r for m in (a, b) for r in m.processed} == produced, 30, "the first records consumed")
