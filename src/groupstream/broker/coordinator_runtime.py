@@ -16,7 +16,10 @@ everything the shard holds with NOT_COORDINATOR and keeps answering so until ``r
 If an append fails, the requests of that result are answered with NOT_COORDINATOR (a storage error, as Kafka
 maps KAFKA_STORAGE_ERROR) or UNKNOWN_SERVER_ERROR (a batch too large, as Kafka maps RECORD_LIST_TOO_LARGE),
 and the shard is reloaded from its log: the in-memory state a handler may have built for records that were
-never written must not survive. A failed flush is treated the same way.
+never written must not survive. A failed flush is treated the same way. After a storage error the shard is
+FAILED for a while before that reload (1 s, doubling up to 10 s while writes keep failing): a full disk would
+otherwise have every retried commit reload the shard. While FAILED its requests get COORDINATOR_NOT_AVAILABLE;
+a reload that writes successfully again ends the episode.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.group_records import decode_record, encode_record
 from groupstream.protocol.records import BatchBuilder, iter_record_batches
-from groupstream.storage.errors import OffsetOutOfRange, RecordTooLargeError
+from groupstream.storage.errors import LogWriteError, OffsetOutOfRange, RecordTooLargeError, StorageError
 from groupstream.storage.log import PartitionLog
 
 if TYPE_CHECKING:
@@ -81,6 +84,10 @@ class ShardStatus(StrEnum):
     LOADING = "loading"
     ACTIVE = "active"
     UNLOADED = "unloaded"
+    FAILED = "failed"  # the disk refused a write or flush; reloaded after a backoff
+
+
+_FAILED_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 10.0)
 
 
 @dataclass(slots=True)
@@ -107,6 +114,8 @@ class _Host:
     load_task: asyncio.Task[None] | None = None
     loaded: asyncio.Future[None] | None = None
     timers: dict[str, _Timer] = field(default_factory=dict)
+    storage_failures: int = 0  # consecutive failed writes; reset by a successful one
+    retry: asyncio.TimerHandle | None = None  # the reload after a storage failure
 
 
 class CoordinatorRuntime:
@@ -142,6 +151,8 @@ class CoordinatorRuntime:
             return ErrorCode.NONE
         if status is ShardStatus.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status is ShardStatus.FAILED:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NOT_COORDINATOR
 
     def active_partitions(self) -> list[int]:
@@ -162,7 +173,8 @@ class CoordinatorRuntime:
         if self._closed:
             raise RuntimeError("the coordinator runtime is closed")
         host = self._hosts[partition]
-        if host.status is ShardStatus.UNLOADED:
+        if host.status in (ShardStatus.UNLOADED, ShardStatus.FAILED):
+            self._cancel_retry(host)
             self._start_load(host)
         if host.status is ShardStatus.ACTIVE:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -175,7 +187,9 @@ class CoordinatorRuntime:
         """Stop serving ``partition``: everything parked or waiting for durability gets NOT_COORDINATOR, and so
         does every new request until ``reload``."""
         host = self._hosts[partition]
-        if host.status is ShardStatus.UNLOADED:
+        self._cancel_retry(host)
+        if host.status in (ShardStatus.UNLOADED, ShardStatus.FAILED):
+            host.status = ShardStatus.UNLOADED
             return
         was = host.status
         host.status = ShardStatus.UNLOADED
@@ -255,6 +269,10 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
+        except StorageError as exc:
+            host.load_task = None
+            self._storage_failed(host, f"loading failed: {exc}")
+            return
         except Exception:
             log.exception("loading the coordinator for %s-%d failed; it stays unloaded", self.topic, host.partition)
             host.load_task = None
@@ -343,6 +361,11 @@ class CoordinatorRuntime:
             try:
                 batch = self._encode(result.records, now)
                 plog.append(batch, now)
+            except LogWriteError as exc:
+                for token, _ in result.responses:
+                    self._answer_error(token, ErrorCode.NOT_COORDINATOR)
+                self._storage_failed(host, f"writing {len(result.records)} records failed: {exc}")
+                return
             except Exception as exc:
                 # A batch we cannot encode or that is too large says nothing about the log: the request gets
                 # UNKNOWN_SERVER_ERROR. Anything else is the disk: NOT_COORDINATOR sends clients to find the
@@ -359,6 +382,7 @@ class CoordinatorRuntime:
                     self._answer_error(token, code)
                 self._restart(host)
                 return
+            host.storage_failures = 0
             for record in result.records:
                 shard.replay(record)
             broker.purgatory.notify((self.topic, host.partition), len(batch))
@@ -385,12 +409,35 @@ class CoordinatorRuntime:
         if not waiter.cancelled() and waiter.exception() is None:
             self._deliver(responses)
             return
-        log.error("flushing %s-%d failed; answering %d requests with NOT_COORDINATOR and reloading the coordinator",
-                  self.topic, host.partition, len(responses))
         for token, _ in responses:
             self._answer_error(token, ErrorCode.NOT_COORDINATOR)
         if host.shard is shard:
-            self._restart(host)
+            self._storage_failed(host, f"flushing failed: {waiter.exception() if not waiter.cancelled() else 'cancelled'}")
+
+    def _storage_failed(self, host: _Host, reason: str) -> None:
+        """Unload the shard (its parked requests get NOT_COORDINATOR), refuse with COORDINATOR_NOT_AVAILABLE
+        for a backoff, then reload it from its log."""
+        self.unload(host.partition)
+        if self._closed:
+            return
+        delay = _FAILED_BACKOFF_S[min(host.storage_failures, len(_FAILED_BACKOFF_S) - 1)]
+        host.storage_failures += 1
+        host.status = ShardStatus.FAILED
+        host.retry = asyncio.get_running_loop().call_later(delay, self._retry_failed, host)
+        level = logging.ERROR if host.storage_failures == 1 else logging.DEBUG
+        log.log(level, "coordinator for %s-%d: %s; answering COORDINATOR_NOT_AVAILABLE and reloading in %.0f s "
+                "(failure %d in a row)", self.topic, host.partition, reason, delay, host.storage_failures)
+
+    def _retry_failed(self, host: _Host) -> None:
+        host.retry = None
+        if host.status is ShardStatus.FAILED and not self._closed:
+            self._start_load(host)
+
+    @staticmethod
+    def _cancel_retry(host: _Host) -> None:
+        if host.retry is not None:
+            host.retry.cancel()
+            host.retry = None
 
     def _deliver(self, responses: list[tuple[RequestToken, Any]]) -> None:
         for token, body in responses:

@@ -18,7 +18,11 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from groupstream.storage.errors import LogClosedError, LogOfflineError, StorageError
+
 log = logging.getLogger("groupstream.broker.flusher")
+
+_RETRY_S = 1.0
 
 
 class Flushable(Protocol):
@@ -34,9 +38,11 @@ class Flusher:
         self._dirty_now: set[Any] = set()  # policy always: flush as soon as possible
         self._dirty_later: set[Any] = set()  # policy interval: flush on the timer
         self._waiters: list[tuple[Any, int, asyncio.Future[None]]] = []
-        self._running: asyncio.Future[None] | None = None
+        self._running: asyncio.Future[dict[Any, Exception]] | None = None
         self._interval_s = interval_ms / 1000.0
         self._timer: asyncio.TimerHandle | None = None
+        self._retry: set[Any] = set()  # flush failed for a passing reason: try again after _RETRY_S
+        self._retry_timer: asyncio.TimerHandle | None = None
         self._closed = False
 
     def appended(self, plog: Any, policy: str) -> None:
@@ -62,6 +68,7 @@ class Flusher:
         """A deleted partition: nothing more to flush, and nobody should wait on it."""
         self._dirty_now.discard(plog)
         self._dirty_later.discard(plog)
+        self._retry.discard(plog)
         for other, _, waiter in self._waiters:
             if other is plog and not waiter.done():
                 waiter.set_result(None)
@@ -85,34 +92,50 @@ class Flusher:
         self._running = fut = loop.run_in_executor(self._executor, _flush_all, batch)
         fut.add_done_callback(self._done)
 
-    def _done(self, fut: asyncio.Future[None]) -> None:
+    def _done(self, fut: asyncio.Future[dict[Any, Exception]]) -> None:
+        """Settle waiters: durable ones succeed, those of a log whose flush failed get its error (the produce
+        handler answers KAFKA_STORAGE_ERROR, the coordinator backs off). A log that failed for a passing
+        reason (out of descriptors) is tried again after ``_RETRY_S``; an offline one never is."""
         self._running = None
-        exc = fut.exception()
-        if exc is not None:
-            log.error("flush failed", exc_info=(type(exc), exc, exc.__traceback__))
+        failures = fut.result()
+        for plog, exc in failures.items():
+            if isinstance(exc, LogOfflineError):
+                continue
+            log.warning("flushing %s failed (%s); retrying in %.0f s", getattr(plog, "name", plog), exc, _RETRY_S)
+            self._retry.add(plog)
+        if self._retry and self._retry_timer is None and not self._closed:
+            self._retry_timer = asyncio.get_running_loop().call_later(_RETRY_S, self._on_retry)
         still: list[tuple[Any, int, asyncio.Future[None]]] = []
         for plog, offset, waiter in self._waiters:
             if waiter.done():
                 continue
             if plog.flushed_offset >= offset:
                 waiter.set_result(None)
-            elif exc is not None:
-                waiter.set_exception(exc)
+            elif plog in failures:
+                waiter.set_exception(failures[plog])
             else:
                 still.append((plog, offset, waiter))
-                self._dirty_now.add(plog)
+                if plog not in self._retry:
+                    self._dirty_now.add(plog)
         self._waiters = still
+        self._kick()
+
+    def _on_retry(self) -> None:
+        self._retry_timer = None
+        self._dirty_now |= self._retry
+        self._retry.clear()
         self._kick()
 
     async def close(self) -> None:
         """Flush everything still dirty, then stop."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._retry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._retry_timer = None
         if self._running is not None:
             await asyncio.wait([self._running])
-        pending = list(self._dirty_now | self._dirty_later)
+        pending = list(self._dirty_now | self._dirty_later | self._retry)
         if pending:
             await asyncio.get_running_loop().run_in_executor(self._executor, _flush_all, pending)
         for _, _, waiter in self._waiters:
@@ -121,6 +144,16 @@ class Flusher:
         self._executor.shutdown(wait=True)
 
 
-def _flush_all(logs: list[Any]) -> None:
+def _flush_all(logs: list[Any]) -> dict[Any, Exception]:
+    """Flush each log on its own: one partition's failing disk must not hold back the others' acks."""
+    failures: dict[Any, Exception] = {}
     for plog in logs:
-        plog.flush()
+        try:
+            plog.flush()
+        except LogClosedError:
+            pass  # deleted or closed meanwhile: its waiters were released by ``forget``/``close``
+        except Exception as exc:  # the log's own typed errors, or anything unexpected: fail its waiters
+            if not isinstance(exc, StorageError):
+                log.error("flushing %s failed", getattr(plog, "name", plog), exc_info=exc)
+            failures[plog] = exc
+    return failures

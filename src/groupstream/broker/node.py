@@ -22,6 +22,7 @@ from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.config import LogConfig
+from groupstream.storage.dir_lock import DataDirLock, DataDirLockedError
 
 log = logging.getLogger("groupstream.broker")
 
@@ -44,17 +45,28 @@ class Broker:
             self.default_log_config = LogConfig.from_properties(config.topic_defaults)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        self.flusher = Flusher(self.default_log_config.flush_interval_ms)
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_cluster_id()
-        self.producer_ids = ProducerIdAllocator(config.data_dir)
-        self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
+        try:
+            self.dir_lock = DataDirLock(config.data_dir).acquire()
+        except DataDirLockedError as e:
+            raise ConfigError(str(e)) from None
+        except OSError as e:
+            raise ConfigError(f"cannot lock data dir {config.data_dir}: {e.strerror or e}") from None
+        self.flusher = Flusher(self.default_log_config.flush_interval_ms)
+        try:
+            self.cluster_id = self._load_cluster_id()
+            self.producer_ids = ProducerIdAllocator(config.data_dir)
+            self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
+        except BaseException:
+            self.dir_lock.release()
+            raise
         try:
             partitions = ensure_offsets_topic(
                 self.catalog, config.offsets_topic_num_partitions, config.offsets_topic_segment_bytes
             )
-        except Exception:
+        except BaseException:
             self.catalog.close()
+            self.dir_lock.release()
             raise
         self.coordinator = CoordinatorRuntime(
             self, OFFSETS_TOPIC, partitions, shard_factory or default_shard_factory(config),
@@ -104,6 +116,7 @@ class Broker:
             )
         except OSError as e:
             self.catalog.close()
+            self.dir_lock.release()
             raise ConfigError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from None
         sock = self._server.sockets[0]
         self.config.port = sock.getsockname()[1]
@@ -127,6 +140,7 @@ class Broker:
         await self.cleaner.close()
         await self.flusher.close()
         self.catalog.close()
+        self.dir_lock.release()
         if self._server is not None:
             await self._server.wait_closed()
         log.info("groupstream broker stopped cleanly")

@@ -31,6 +31,18 @@ class LogClosedError(StorageError):
     """The partition log was closed or deleted; nothing more may be done with it."""
 
 
+class LogWriteError(StorageError):
+    """The disk refused a write (full, quota, I/O error). What was partly written has been cut off again, so
+    the log is as it was before the call and the same append may be retried once the disk recovers:
+    Kafka's KAFKA_STORAGE_ERROR, a retriable error for clients."""
+
+
+class LogOfflineError(LogWriteError):
+    """An fsync failed. After a failed fsync the kernel may already have dropped the dirty pages it could not
+    write, and a retried fsync would report success for data that is gone (PostgreSQL's "fsyncgate"), so the
+    partition serves nothing more until the broker restarts and recovers it from its last durable state."""
+
+
 class CatalogError(StorageError):
     """Base of the topic catalog's errors."""
 

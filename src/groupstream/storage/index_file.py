@@ -9,10 +9,13 @@ run in two modes: write-through (normal) or memory-only (while rebuilding).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 
 from groupstream.storage.fileio import open_rw, pwrite_all
+
+log = logging.getLogger("groupstream.storage")
 
 
 class IndexFile:
@@ -60,11 +63,19 @@ class IndexFile:
         return True
 
     def _write_entry(self, slot: int, entry: bytes) -> None:
+        """Best-effort: the entries in memory are the truth and every open rederives and rewrites a file
+        that differs from them, so a disk that refuses an index entry only stops writing through (the
+        batch it describes is already in the log and must not be failed for it)."""
         if not self._write_through:
             return
-        if self._fd is None:
-            self._fd = open_rw(self.path)
-        pwrite_all(self._fd, entry, slot * self.ENTRY_SIZE)
+        try:
+            if self._fd is None:
+                self._fd = open_rw(self.path)
+            pwrite_all(self._fd, entry, slot * self.ENTRY_SIZE)
+        except OSError as exc:
+            self._write_through = False
+            log.warning("index %s stops being written (%s); the next open rebuilds it from the log", self.path,
+                        exc.strerror or exc)
 
     def dup_fd(self) -> int | None:
         """A duplicate of the open fd for an fsync on another thread, which may outlive ``close``."""

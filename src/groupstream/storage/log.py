@@ -10,6 +10,7 @@ files under them (truncate, close, delete); appends never take it.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import struct
@@ -41,6 +42,8 @@ from groupstream.storage.config import INT32_MAX, LogConfig, TimestampType
 from groupstream.storage.errors import (
     CorruptBatchError,
     LogClosedError,
+    LogOfflineError,
+    LogWriteError,
     OffsetOutOfRange,
     RecordTooLargeError,
 )
@@ -57,6 +60,8 @@ from groupstream.storage.recovery import RecoveryReport, load_segments
 from groupstream.storage.scan import BatchScan
 from groupstream.storage.segment import BatchPlacement, Segment
 from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
+
+log = logging.getLogger("groupstream.storage")
 
 NO_TIMESTAMP = -1
 _ATTRIBUTES = struct.Struct(">h")
@@ -116,6 +121,7 @@ class PartitionLog:
         self._dir_flushed_gen = 0
         self._truncation_gen = 0
         self._closed = False
+        self._offline: str | None = None
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str], config: LogConfig, now_ms: int | None = None) -> PartitionLog:
@@ -202,6 +208,13 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"partition log {self.directory} is closed")
+        if self._offline is not None:
+            raise LogOfflineError(self._offline)
+
+    @property
+    def offline(self) -> str | None:
+        """Why the partition is offline (a failed fsync), or None while it serves."""
+        return self._offline
 
     # -- append -----------------------------------------------------------------------------------------
 
@@ -276,9 +289,14 @@ class PartitionLog:
 
     def _roll(self, now_ms: int) -> Segment:
         """Seal the active segment and start a new one at the log end. Nothing is fsynced here: the
-        sealed segment stays dirty until the next ``flush``."""
-        self._segments[-1].seal()
+        sealed segment stays dirty until the next ``flush``. The new files are created before anything
+        changes, so a disk that refuses them leaves the active segment as it was."""
         new = Segment.create(self.directory, self._log_end, self.config)
+        try:
+            self._segments[-1].seal()
+        except LogWriteError:
+            new.delete_files()
+            raise
         with self._lock:
             self._segments.append(new)
             self._bases.append(new.base_offset)
@@ -447,7 +465,10 @@ class PartitionLog:
             raise OffsetOutOfRange(before_offset, self._log_start, self._log_end)
         if before_offset <= self._log_start:
             return self._log_start
-        write_offset(self.directory, LOG_START_OFFSET_FILE, before_offset)
+        try:
+            write_offset(self.directory, LOG_START_OFFSET_FILE, before_offset)
+        except OSError as exc:
+            raise LogWriteError(f"cannot record the new log start of {self.name}: {exc.strerror or exc}") from exc
         self._log_start = before_offset
         self._delete_segments_below_start()
         self._advance_start_to_first_segment()
@@ -502,6 +523,8 @@ class PartitionLog:
         with self._flush_lock:
             if self._closed:
                 return self._flushed_offset
+            if self._offline is not None:
+                raise LogOfflineError(self._offline)
             self._flush_holding_flush_lock()
             return self._flushed_offset
 
@@ -514,16 +537,19 @@ class PartitionLog:
             try:
                 for seg, _ in work:
                     fds.extend(seg.dup_fds())
-            except OSError:
+            except OSError as exc:  # out of descriptors: nothing was synced, nothing is lost; retry later
                 for fd in fds:
                     os.close(fd)
-                raise
+                raise LogWriteError(f"cannot flush {self.name}: {exc.strerror or exc}") from exc
             dir_gen = self._dir_gen
         try:
             for fd in fds:
                 datasync(fd)
             if dir_gen != self._dir_flushed_gen:
                 fsync_directory(self.directory)
+        except OSError as exc:
+            self._take_offline(f"fsync failed: {exc.strerror or exc}")
+            raise LogOfflineError(self._offline or "") from exc
         finally:
             for fd in fds:
                 os.close(fd)
@@ -543,7 +569,17 @@ class PartitionLog:
         # Recovery works segment by segment, so the checkpoint only needs rewriting when the flushed
         # offset enters a new segment; that keeps a flush at one fsync per dirty file.
         if crossed:
-            self._write_recovery_point(flushed)
+            try:
+                self._write_recovery_point(flushed)
+            except OSError as exc:  # only an optimisation: the next open validates from the older point
+                log.warning("%s: cannot write the recovery point %d (%s); keeping %d", self.name, flushed,
+                            exc.strerror or exc, self._checkpointed_recovery_point)
+
+    def _take_offline(self, reason: str) -> None:
+        with self._lock:
+            if self._offline is None:
+                self._offline = f"partition {self.name} is offline after a failed flush ({reason}); restart the broker to recover it"
+        log.error("%s", self._offline)
 
     def _write_recovery_point(self, offset: int) -> None:
         write_offset(self.directory, RECOVERY_POINT_FILE, offset)
@@ -594,18 +630,28 @@ class PartitionLog:
         state.truncate_head(self._log_start)
 
     def close(self) -> None:
-        """Flush, checkpoint and mark the shutdown clean, so the next open skips CRC validation."""
+        """Flush, checkpoint and mark the shutdown clean, so the next open skips CRC validation. When the
+        disk refuses any of it (or the partition is offline) the log is closed without the clean marker:
+        the next open then recovers from the last recovery point that was written."""
         with self._flush_lock:
             if self._closed:
                 return
-            self._flush_holding_flush_lock()
-            self._write_recovery_point(self._log_end)
-            write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
-            write_clean_marker(self.directory)
-            with self._lock:
-                self._closed = True
-            for seg in self._segments:
-                seg.close()
+            try:
+                if self._offline is not None:
+                    raise LogOfflineError(self._offline)
+                self._segments[-1].cut_torn_tail()
+                self._flush_holding_flush_lock()
+                self._write_recovery_point(self._log_end)
+                write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
+                write_clean_marker(self.directory)
+            except (OSError, LogWriteError) as exc:
+                log.warning("%s closed without a clean-shutdown mark (%s): the next start recovers it", self.name,
+                            exc)
+            finally:
+                with self._lock:
+                    self._closed = True
+                for seg in self._segments:
+                    seg.close()
 
     def delete(self) -> None:
         """Close without flushing and remove the partition directory."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from groupstream.protocol.records.batch_header import HEADER_SIZE, BatchHeader
 from groupstream.storage.config import INT32_MAX, LogConfig
+from groupstream.storage.errors import LogWriteError
 from groupstream.storage.fileio import open_rw, pread_upto, pwrite_all
 from groupstream.storage.offset_index import OffsetIndex
 from groupstream.storage.scan import BatchScan
@@ -77,14 +78,24 @@ class Segment:
         self.write_gen = 0
         self.flushed_gen = 0
         self.deleted = False
+        self._torn = False  # a failed write left bytes past ``size`` that are not cut off yet
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> Segment:
-        """A new empty segment; files left at that name by a crash are replaced."""
-        seg = cls(directory, base_offset, config, open_rw(directory / file_name(base_offset, LOG_SUFFIX), truncate=True))
-        for index in (seg.offset_index, seg.time_index):
-            index.start_rebuild()
-            index.sync_file()
+        """A new empty segment; files left at that name by a crash are replaced. If the disk refuses (full,
+        out of inodes or descriptors), whatever was created is removed again and `LogWriteError` raised."""
+        try:
+            fd = open_rw(directory / file_name(base_offset, LOG_SUFFIX), truncate=True)
+        except OSError as exc:
+            raise LogWriteError(f"cannot create segment {base_offset} in {directory}: {exc.strerror or exc}") from exc
+        seg = cls(directory, base_offset, config, fd)
+        try:
+            for index in (seg.offset_index, seg.time_index):
+                index.start_rebuild()
+                index.sync_file()
+        except OSError as exc:
+            seg.delete_files()
+            raise LogWriteError(f"cannot create segment {base_offset} in {directory}: {exc.strerror or exc}") from exc
         seg.write_gen = 1
         return seg
 
@@ -170,7 +181,9 @@ class Segment:
 
     def seal(self) -> None:
         """Mark the segment inactive; like Kafka, record its final max timestamp in the time index so the
-        next open can trust the index without rescanning."""
+        next open can trust the index without rescanning. A torn tail is cut off first: a sealed segment
+        ends at its last whole batch."""
+        self.cut_torn_tail()
         if self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp):
             self.write_gen += 1
         self.sealed = True
@@ -178,15 +191,43 @@ class Segment:
     # -- appending and reading ------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview, placements: list[BatchPlacement], now_ms: int) -> None:
-        """Write ``data`` (whole batches, offsets assigned) at the end of the log in one write."""
+        """Write ``data`` (whole batches, offsets assigned) at the end of the log in one write.
+
+        A write the disk refuses part-way is cut off again before the error is raised: bytes past ``size``
+        would otherwise be found by the next open as a torn batch in the middle of the log. Only the log
+        file matters here; index entries are written best-effort (see `IndexFile`)."""
         start = self.size
-        pwrite_all(self.log_fd, data, start)
+        self.cut_torn_tail()
+        try:
+            pwrite_all(self.log_fd, data, start)
+        except OSError as exc:
+            self._torn = True
+            detail = f"writing {len(data)} bytes to {self.log_path.name} at {start} failed: {exc.strerror or exc}"
+            try:
+                self.cut_torn_tail()
+            except LogWriteError as again:
+                raise LogWriteError(f"{detail}; {again}") from exc
+            raise LogWriteError(detail) from exc
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
         observe = self._observe
         for rel, last_offset, max_ts, size in placements:
             observe(start + rel, last_offset, max_ts, size)
         self.write_gen += 1
+
+    def cut_torn_tail(self) -> None:
+        """Truncate the file back to ``size`` after a failed write; until that succeeds (truncating frees
+        space, so it normally does) nothing may be appended or sealed behind the torn bytes."""
+        if not self._torn:
+            return
+        try:
+            os.ftruncate(self.log_fd, self.size)
+        except OSError as exc:
+            raise LogWriteError(
+                f"cannot cut the torn write off {self.log_path.name} at {self.size}: {exc.strerror or exc}"
+            ) from exc
+        self._torn = False
+        self.write_gen += 1  # the shorter length must reach the disk too
 
     def locate(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is at or past ``offset``: the batch containing it, which may

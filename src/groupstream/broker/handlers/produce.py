@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
@@ -19,7 +20,7 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, iter_batches
 from groupstream.storage import producer_state as ps
-from groupstream.storage.errors import RecordTooLargeError
+from groupstream.storage.errors import LogWriteError, RecordTooLargeError, StorageError
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -34,8 +35,9 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     PR = R.TopicProduceResponse.PartitionProduceResponse
     acks = req.acks
     now = broker.now_ms()
-    waits: list[asyncio.Future[None]] = []
-    topics_out = []
+    # (topic response index, partition response index, the flush it waits for)
+    waits: list[tuple[int, int, asyncio.Future[None]]] = []
+    topics_out: list[Any] = []
     by_id = request.version >= 13
     for td in req.topic_data:
         topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
@@ -64,7 +66,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
                 policy = plog.config.flush_policy
                 end = plog.log_end_offset
                 if acks == -1 and policy == "always":
-                    waits.append(broker.flusher.wait_flushed(plog, end))
+                    waits.append((len(topics_out), len(parts), broker.flusher.wait_flushed(plog, end)))
                 else:
                     broker.flusher.appended(plog, policy)
             parts.append(
@@ -85,7 +87,15 @@ def handle_produce(broker: Broker, request: Request) -> Any:
         return body
 
     async def after_flush() -> Any:
-        await asyncio.gather(*waits)
+        outcomes = await asyncio.gather(*(w for _, _, w in waits), return_exceptions=True)
+        for (t, p, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, StorageError):
+                    raise outcome
+                # Appended but not known durable: the producer retries, and an idempotent retry is
+                # answered as a duplicate once the flush succeeds (or fails again while it does not).
+                parts = topics_out[t].partition_responses
+                parts[p] = _storage_error(parts[p].index, PR, outcome)
         return body
 
     return asyncio.ensure_future(after_flush())
@@ -113,6 +123,9 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
     except RecordTooLargeError as e:
         whole = "segment.bytes" in str(e)
         return (ErrorCode.RECORD_LIST_TOO_LARGE if whole else ErrorCode.MESSAGE_TOO_LARGE), -1, str(e)
+    except LogWriteError as e:  # nothing was written: the log is as before, the client retries
+        _warn_storage(plog.name, e)
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
     if isinstance(outcome, ps.Duplicate):
         return ErrorCode.NONE, outcome.base_offset, None
     if isinstance(outcome, ps.OutOfOrder):
@@ -123,3 +136,21 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
         return ErrorCode.UNKNOWN_PRODUCER_ID, -1, None
     broker.purgatory.notify((plog.topic, plog.partition), len(data))
     return ErrorCode.NONE, outcome.base_offset, None
+
+
+_last_warning: dict[str, float] = {}
+_WARN_EVERY_S = 60.0
+
+
+def _warn_storage(partition: str, error: Exception) -> None:
+    """One warning per partition a minute: a full disk refuses every produce, and the log must not fill
+    the rest of it (or the operator's terminal) while it does."""
+    now = time.monotonic()
+    if now - _last_warning.get(partition, -_WARN_EVERY_S) >= _WARN_EVERY_S:
+        _last_warning[partition] = now
+        log.warning("produce to %s answered KAFKA_STORAGE_ERROR: %s", partition, error)
+
+
+def _storage_error(index: int, PR: Any, error: Exception) -> Any:
+    return PR(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
+              error_message=str(error))
