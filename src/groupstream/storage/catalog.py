@@ -26,6 +26,7 @@ from groupstream.storage.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    LogWriteError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -224,11 +225,33 @@ class Catalog:
         """Create and persist a topic; ``topic_id`` defaults to a new uuid4."""
         config = self.validate_new_topic(name, partitions, configs, topic_id)
         info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs or {}))
-        for p in range(partitions):
-            self._fresh_log(name, p, config)
-        self._topics[name] = info
-        self._save()
+        self._grow(info, 0, config)
         return info
+
+    def _grow(self, info: TopicInfo, first: int, config: LogConfig) -> None:
+        """Open partitions ``first..`` of ``info`` and commit the catalog, all or nothing: when the disk
+        refuses any step (`LogWriteError`), the partitions opened so far are removed again and the catalog
+        stays as it was, so a full disk never leaves half a topic behind."""
+        opened: list[int] = []
+        previous = self._topics.get(info.name)
+        try:
+            for p in range(first, info.partitions):
+                self._fresh_log(info.name, p, config)
+                opened.append(p)
+            self._topics[info.name] = info
+            self._save()
+        except (OSError, LogWriteError) as exc:
+            if previous is None:
+                self._topics.pop(info.name, None)
+            else:
+                self._topics[info.name] = previous
+            for p in opened:
+                self._logs.pop((info.name, p)).delete()
+            if len(opened) < info.partitions - first:  # the one that failed part-way
+                shutil.rmtree(self.data_dir / partition_dir_name(info.name, first + len(opened)), ignore_errors=True)
+            if isinstance(exc, LogWriteError):
+                raise
+            raise LogWriteError(f"cannot create partitions of {info.name!r}: {exc.strerror or exc}") from exc
 
     def add_partitions(self, name: str, total: int) -> TopicInfo:
         """CreatePartitions: grow the topic to ``total`` partitions (never shrink)."""
@@ -238,19 +261,19 @@ class Catalog:
             raise InvalidPartitionsError(
                 f"topic {name!r} has {info.partitions} partitions; the new count must be greater, got {total!r}"
             )
-        config = self._config_for(info.configs)
-        for p in range(info.partitions, total):
-            self._fresh_log(name, p, config)
         new = TopicInfo(info.name, info.topic_id, total, info.configs)
-        self._topics[name] = new
-        self._save()
+        self._grow(new, info.partitions, self._config_for(info.configs))
         return new
 
     def delete_topic(self, name: str) -> TopicInfo:
         self._check_open()
         info = self.topic(name)
         del self._topics[name]
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            self._topics[name] = info
+            raise LogWriteError(f"cannot delete topic {name!r}: {exc.strerror or exc}") from exc
         for p in range(info.partitions):
             log = self._logs.pop((name, p), None)
             if log is not None:

@@ -13,6 +13,7 @@ from groupstream.storage.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    LogWriteError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -26,6 +27,7 @@ _ERRORS = (
     (InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
     (InvalidConfigError, ErrorCode.INVALID_CONFIG),
     (UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (LogWriteError, ErrorCode.KAFKA_STORAGE_ERROR),  # the disk refused; nothing of the change was kept
 )
 
 
@@ -58,7 +60,8 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
                 topic = None
             else:
                 topic = broker.catalog.create_topic(t.name, partitions, configs)
-        except (TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidConfigError) as e:
+        except (TopicExistsError, InvalidTopicError, InvalidPartitionsError, InvalidConfigError,
+                LogWriteError) as e:
             out.append(T(name=t.name, error_code=_code_for(e), error_message=str(e)))
             continue
         out.append(
@@ -96,7 +99,11 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
             continue
         for p in range(topic.partitions):
             broker.flusher.forget(broker.catalog.log(topic.name, p))
-        broker.catalog.delete_topic(topic.name)
+        try:
+            broker.catalog.delete_topic(topic.name)
+        except LogWriteError as e:
+            out.append(D(name=topic.name, topic_id=topic.topic_id, error_code=_code_for(e), error_message=str(e)))
+            continue
         broker.purgatory.wake_all()
         deleted.append(topic.name)
         out.append(D(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
@@ -123,7 +130,7 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
                 )
             if not req.validate_only:
                 broker.catalog.add_partitions(t.name, t.count)
-        except (UnknownTopicError, InvalidPartitionsError, InvalidTopicError) as e:
+        except (UnknownTopicError, InvalidPartitionsError, InvalidTopicError, LogWriteError) as e:
             out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=_code_for(e), error_message=str(e)))
             continue
         out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE, error_message=None))
