@@ -71,6 +71,36 @@ def test_a_refused_append_leaves_no_torn_bytes_and_resumes_when_space_returns(di
     again.close()
 
 
+def test_a_short_write_then_a_roll_loses_nothing(disk: SmallDisk) -> None:
+    """The loss the issue traced, made deterministic: a 200 KB batch gets only 190 KB onto the disk, space
+    returns, smaller batches follow and the segment rolls before they reach the end of the torn bytes.
+    Before the fix those bytes stayed in the sealed segment, and the next open cut the log at them and
+    deleted every later segment; now the refused write is cut off at once."""
+    plog = PartitionLog.open(disk.path / "t-0", _config())  # 256 KB segments
+    plog.append(sized_batch(50_000, last_offset_delta=9), 1)
+    disk.add_ballast(disk.free_bytes() - 190 * 1024)
+    with pytest.raises(LogWriteError):
+        plog.append(sized_batch(200_000, last_offset_delta=9), 2)
+    disk.remove_ballast()
+    # six of 30 KB bring the segment to 230 KB, short of the torn bytes' end (240 KB); then 60 KB batches,
+    # the first of which does not fit and rolls: the torn tail [230 KB, 240 KB) would stay behind
+    for i, size in enumerate([30_000] * 6 + [60_000] * 8):
+        plog.append(sized_batch(size, last_offset_delta=9), 3 + i)
+    assert [s.size for s in plog.segments] == [230_000, 240_000, 240_000]
+    end = plog.log_end_offset
+    plog.close()
+    for clean in (True, False):
+        again = PartitionLog.open(disk.path / "t-0", _config())
+        assert again.log_end_offset == end, again.recovery_report
+        assert [o for o, _, _ in read_all(again)] == list(range(0, end, 10))
+        assert not again.recovery_report.removed_segments and not again.recovery_report.truncations
+        if clean:
+            again.close()
+        else:
+            for seg in again.segments:  # as kill -9 leaves it: no clean-shutdown mark
+                seg.close()
+
+
 def test_a_refused_write_survives_an_unclean_reopen(disk: SmallDisk) -> None:
     """kill -9 right after the refusal: no clean marker, the recovery scan finds only whole batches."""
     plog = PartitionLog.open(disk.path / "t-0", _config())

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.compaction import CleanPlan, CleanStats, commit_cleaning, compacts, plan_cleaning
+from groupstream.storage.errors import StorageError
 
 log = logging.getLogger("groupstream.broker.cleaner")
 
@@ -53,6 +54,10 @@ class LogCleaner:
             self._building = (plan, building)
             try:
                 await building
+            except (OSError, StorageError) as exc:  # a full disk: say so, without a traceback every pass
+                log.warning("cleaning %s failed (%s); its segments are unchanged, retrying in %.0f s", plog.name,
+                            getattr(exc, "strerror", None) or exc, self._backoff_s)
+                continue
             except Exception:
                 log.exception("cleaning %s failed; its segments are unchanged", plog.name)
                 continue

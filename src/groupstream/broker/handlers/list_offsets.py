@@ -37,6 +37,10 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
             plog = broker.catalog.log(topic.name, idx)
             ts = p.timestamp
             timestamp, offset = -1, -1
+            if plog.offline is not None:  # a failed fsync: nothing about it can be trusted until a restart
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.KAFKA_STORAGE_ERROR, timestamp=-1,
+                                offset=-1, leader_epoch=-1))
+                continue
             if ts == LATEST:
                 offset = plog.log_end_offset
             elif ts in (EARLIEST, EARLIEST_LOCAL):

@@ -5,14 +5,18 @@ Transactional ids are refused until the transaction coordinator exists.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.storage.errors import LogWriteError
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
+
+log = logging.getLogger("groupstream.broker.producer_id")
 
 _MAX_EPOCH = 32766
 
@@ -28,4 +32,9 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH:
         # A producer that lost track of its sequences asks for the next epoch of the same id.
         return R(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch + 1)
-    return R(error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+    try:
+        pid = broker.producer_ids.allocate()
+    except LogWriteError as e:  # retriable for every client: they ask again once the disk has room
+        log.warning("InitProducerId answered COORDINATOR_NOT_AVAILABLE: %s", e)
+        return R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+    return R(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)
