@@ -56,3 +56,59 @@ def test_already_flushed_offset_completes_at_once():
         await f.close()
 
     asyncio.run(scenario())
+
+
+class FailingLog(FakeLog):
+    """Raises the given errors from its first flushes, then flushes normally."""
+
+    def __init__(self, errors):
+        super().__init__()
+        self.errors = list(errors)
+
+    def flush(self):
+        if self.errors:
+            raise self.errors.pop(0)
+        super().flush()
+
+
+def test_a_failed_flush_fails_only_its_own_waiters_and_a_passing_failure_is_retried():
+    from groupstream.broker.flusher import Flusher
+    from groupstream.storage.errors import LogWriteError
+
+    async def scenario():
+        f = Flusher()
+        bad = FailingLog([LogWriteError("out of descriptors")])
+        good = FakeLog()
+        bad.end = good.end = 10
+        bad_wait = f.wait_flushed(bad, 10)
+        good_wait = f.wait_flushed(good, 10)
+        await asyncio.wait_for(asyncio.wait([bad_wait, good_wait]), 5)
+        assert good_wait.result() is None  # one partition's failure holds back nobody else's acks
+        assert isinstance(bad_wait.exception(), LogWriteError)
+        # the failed log is flushed again after the retry delay, without a new append asking for it
+        deadline = asyncio.get_running_loop().time() + 5
+        while bad.flushed_offset != 10:
+            assert asyncio.get_running_loop().time() < deadline, "the failed log was never flushed again"
+            await asyncio.sleep(0.05)  # poll interval of the deadline loop above
+        await f.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_offline_log_is_not_retried():
+    from groupstream.broker.flusher import Flusher
+    from groupstream.storage.errors import LogOfflineError
+
+    async def scenario():
+        f = Flusher()
+        dead = FailingLog([LogOfflineError("fsync failed")] * 3)
+        dead.end = 10
+        first = f.wait_flushed(dead, 10)
+        await asyncio.wait_for(asyncio.wait([first]), 5)
+        assert isinstance(first.exception(), LogOfflineError)
+        # Something that must not happen: watch for longer than the retry delay (1 s) of a passing failure.
+        await asyncio.sleep(1.5)
+        assert len(dead.errors) == 2, "an offline log was flushed again"
+        await f.close()
+
+    asyncio.run(scenario())
