@@ -108,7 +108,7 @@ class Consumer:
         try:
             return future.result()
         except EventTimeoutError:
-            raise TimeoutError(f"the consumer did not complete this within {timeout:g}s") from None
+            raise TimeoutError(f"the consumer did not complete this within {round(timeout, 3):g}s") from None
 
     @staticmethod
     def _settle(future: Future[Any]) -> Callable[[Any, BaseException | None], None]:
@@ -406,24 +406,38 @@ class Consumer:
     # --- closing -------------------------------------------------------------------------------------------------------
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Commit positions (with auto commit), leave the group (running the revocation callback here), and stop."""
+        """Commit positions (with auto commit), leave the group (running the revocation callback here), and stop,
+        all within ``timeout`` seconds (None: 30, Kafka's default close timeout).
+
+        The final commit and the LeaveGroup are best effort, as in Kafka: they may wait for an unreachable
+        coordinator until the deadline, never past it, and what is not done by then is given up (logged). A
+        consumer with nothing to commit and no group joined returns at once: requests that cannot be sent
+        because no broker can be reached (metadata, FindCoordinator) are not waited for."""
         if self._closed:
             return
-        limit = 30.0 if timeout is None else timeout
+        deadline = time.monotonic() + (30.0 if timeout is None else max(0.0, timeout))
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         try:
             if self._thread.alive:
                 try:
-                    self._call(lambda now, f: self._core.final_commit(now, lambda e: self._settle(f)(None, e)), limit)
+                    self._call(lambda now, f: self._core.final_commit(now, lambda e: self._settle(f)(None, e)), left())
                 except Exception as e:  # closing goes on: the commit is best effort, as in Kafka
-                    log.warning("the final commit on close failed: %s", e)
+                    log.warning("the final commit on close failed: %s%s", e, self._unreachable_note())
                 try:
-                    self._call(lambda now, f: self._core.unsubscribe(now, lambda e: self._settle(f)(None, e)), limit)
+                    self._call(lambda now, f: self._core.unsubscribe(now, lambda e: self._settle(f)(None, e)), left())
                 except Exception as e:
-                    log.warning("leaving the group on close failed: %s", e)
+                    log.warning("leaving the group on close failed: %s%s", e, self._unreachable_note())
         finally:
             self._closed = True
-            self._thread.close(int(limit * 1000), ConsumerClosedError("the consumer closed"))
+            self._thread.close(int(left() * 1000), ConsumerClosedError("the consumer closed"))
             self._buffer.wakeup()
+
+    def _unreachable_note(self) -> str:
+        why = self._thread.client.unreachable
+        return f" ({why})" if why is not None else ""
 
     def __enter__(self) -> Consumer:
         return self

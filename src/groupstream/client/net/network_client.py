@@ -10,6 +10,12 @@ node is None goes to the least loaded node. A request that waits longer than its
 REQUEST_TIMED_OUT; one whose node cannot be reached fails with NETWORK_EXCEPTION, and so do the requests in
 flight on a connection that drops. Both are retriable ``KafkaError``s: the manager that sent the request
 decides whether and when to retry.
+
+Reachability: every failed connection attempt is logged at DEBUG. Once every bootstrap server has failed its
+latest attempt with no connection ready, the client logs one WARNING naming the addresses and errors and
+keeps ``unreachable`` set to that text (which closing clients use to explain what they give up); it keeps
+retrying quietly, and only a connection that succeeds and a new round of failures warns again. Java's client
+logs a warning per attempt instead, which buries the one fact that matters under retries.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import random
 import selectors
 import socket
@@ -35,6 +42,13 @@ log = logging.getLogger("groupstream.client.net")
 
 _MAX_READS_PER_EVENT = 8
 _JITTER = 0.2  # Java's reconnect backoff jitter: +-20%
+UNREACHABLE = "no bootstrap server can be reached"
+
+
+def os_error_text(code: int) -> str:
+    """``connection refused`` for ECONNREFUSED: the words a user searches for, not the symbol."""
+    text = os.strerror(code)
+    return text[:1].lower() + text[1:]
 
 
 class NetworkClient:
@@ -60,6 +74,9 @@ class NetworkClient:
         self._masks: dict[int, int] = {}
         self._unsent: deque[UnsentRequest] = deque()
         self._bootstrap = {-(i + 1): hp for i, hp in enumerate(config.bootstrap_servers)}
+        self._bootstrap_addresses = [f"{h}:{p}" for h, p in config.bootstrap_servers]
+        self._failed: dict[str, str] = {}  # address -> why its latest attempt failed, since the last success
+        self.unreachable: str | None = None  # set while no bootstrap server can be reached (see the module doc)
         self._closed = False
         # wakeup protocol: the loop sets ``sleeping`` before it checks for work and blocks; another thread that
         # adds work afterwards sees it and writes one byte; ``_woken`` keeps that to one byte per sleep
@@ -299,9 +316,7 @@ class NetworkClient:
         rc = sock.connect_ex(addr)
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
             sock.close()
-            self._connection_failed(
-                conn, now_ms, f"cannot connect to {conn.address}: {errno.errorcode.get(rc, rc)}"
-            )
+            self._connection_failed(conn, now_ms, f"cannot connect to {conn.address}: {os_error_text(rc)}")
             return
         self._socks[conn.node_id] = sock
         self._masks[conn.node_id] = selectors.EVENT_WRITE
@@ -311,7 +326,29 @@ class NetworkClient:
 
     def _connection_failed(self, conn: NodeConnection, now_ms: int, reason: str) -> None:
         conn.disconnected(now_ms, reason)
+        self._attempt_failed(conn, reason)
         self._fail_bound_unsent(conn, now_ms, reason)
+
+    def _attempt_failed(self, conn: NodeConnection, reason: str) -> None:
+        """A connection attempt failed before the connection was ready: warn once every bootstrap server has
+        failed since the last success (see the module docstring)."""
+        if self._closed:
+            return
+        self._failed[conn.address] = reason
+        log.debug("connection to %s failed (node %d, attempt %d): %s", conn.address, conn.node_id, conn.failures, reason)
+        if self.unreachable is not None or any(c.is_ready for c in self._conns.values()):
+            return
+        if all(a in self._failed for a in self._bootstrap_addresses):
+            self.unreachable = f"{UNREACHABLE}: " + "; ".join(self._failed[a] for a in self._bootstrap_addresses)
+            log.warning("%s: %s; retrying in the background (backoff up to reconnect.backoff.max.ms=%d)",
+                        self.config.client_id, self.unreachable, self.config.reconnect_backoff_max_ms)  # fmt: skip
+
+    def _reached(self, conn: NodeConnection) -> None:
+        """A connection became ready: the next outage is a new one, worth a new warning."""
+        self._failed.clear()
+        if self.unreachable is not None:
+            self.unreachable = None
+            log.info("%s: connected to %s (node %d)", self.config.client_id, conn.address, conn.node_id)
 
     def _fail_bound_unsent(self, conn: NodeConnection, now_ms: int, reason: str) -> None:
         """Requests waiting for a node that could not be reached fail now: their managers retry with backoff
@@ -341,6 +378,8 @@ class NetworkClient:
         tags = conn.disconnected(now_ms, reason)
         if was_ready and not self._closed:
             log.info("disconnected from node %s (%s): %s", node_id, conn.address, reason)
+        elif not was_ready:
+            self._attempt_failed(conn, reason)
         self.metadata.request_update()  # a leader may have moved or gone
         for req in tags:
             code = ErrorCode.REQUEST_TIMED_OUT if req is timed_out else ErrorCode.NETWORK_EXCEPTION
@@ -371,7 +410,7 @@ class NetworkClient:
         if conn.state is ConnectionState.CONNECTING:
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
-                reason = f"cannot connect to {conn.address}: {errno.errorcode.get(err, err)}"
+                reason = f"cannot connect to {conn.address}: {os_error_text(err)}"
                 self._disconnect(node_id, now_ms, reason)
                 return
             conn.connect_established(now_ms)
@@ -384,6 +423,7 @@ class NetworkClient:
             self._write(node_id, conn, now_ms)
 
     def _read(self, node_id: int, conn: NodeConnection, sock: socket.socket, now_ms: int) -> None:
+        ready = conn.is_ready
         for _ in range(_MAX_READS_PER_EVENT):
             view = conn.recv_buffer()  # a large response is read straight into its own buffer: one copy
             room = len(view)
@@ -399,9 +439,13 @@ class NetworkClient:
                 self._disconnect(node_id, now_ms, f"{conn.address} closed the connection")
                 return
             result = conn.on_received(n, now_ms)
+            if not ready and conn.is_ready:  # ApiVersions answered: the node is reachable
+                ready = True
+                self._reached(conn)
             self._deliver(node_id, result.completions, now_ms)
             if result.failure is not None:
-                log.warning("closing the connection to node %s: %s", node_id, result.failure)
+                if conn.is_ready:  # a failed negotiation is a failed attempt: ``_attempt_failed`` reports it
+                    log.warning("closing the connection to node %s: %s", node_id, result.failure)
                 self._disconnect(node_id, now_ms, result.failure)
                 return
             if n < room:

@@ -10,7 +10,11 @@ new event interrupt the selector wait. One loop iteration:
 4. fail the completable events whose deadline passed (Java's ``CompletableEventReaper``).
 
 Closing gives managers that implement ``begin_close``/``has_pending_work``/``fail_pending`` the time asked
-for to finish (a producer sends what it holds), then fails what is left and closes every socket.
+for to finish (a producer sends what it holds), then fails what is left and closes every socket. Requests
+unsent or in flight count as pending work too, except while no bootstrap server can be reached: then none can
+be sent, and waiting for them would only make ``close`` wait out its whole timeout (or their request timeout)
+for nothing. A manager's own pending work (a producer's records) is still waited for, up to the deadline: the
+broker may come back.
 """
 
 from __future__ import annotations
@@ -82,7 +86,9 @@ class NetworkThread:
         self._closing = False
         self._finishing = False
         self._close_deadline_ms = 0
-        self._close_error: BaseException = ClientClosedError("the client closed before this completed")
+        self._close_error: BaseException | Callable[[], BaseException] = ClientClosedError(
+            "the client closed before this completed"
+        )
         self._stopped = threading.Event()
         self.failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -116,20 +122,25 @@ class NetworkThread:
         """Make the loop run now (an application thread added work elsewhere, such as a producer's records)."""
         self.client.wakeup()
 
-    def close(self, timeout_ms: int, error: BaseException | None = None) -> None:
+    def close(self, timeout_ms: int, error: BaseException | Callable[[], BaseException] | None = None) -> None:
         """Let managers finish within ``timeout_ms``, then stop the thread and close the connections; what is
-        left fails with ``error`` (a ClientClosedError by default)."""
+        left fails with ``error`` (a ClientClosedError by default), or with what ``error()`` returns at that
+        moment (so the error can say why, such as no broker being reachable)."""
         if error is not None:
             self._close_error = error
         if not self._thread.is_alive():
             if not self._stopped.is_set():  # never started
-                self._shutdown(self._close_error)
+                self._shutdown(self._final_error())
             return
         self._close_deadline_ms = self._clock() + max(0, timeout_ms)
         self._closing = True
         self.client.wakeup()
         if threading.current_thread() is not self._thread:
             self._thread.join()
+
+    def _final_error(self) -> BaseException:
+        error = self._close_error
+        return error if isinstance(error, BaseException) else error()
 
     def _closed_error(self) -> BaseException:
         if self.failure is not None:
@@ -153,7 +164,7 @@ class NetworkThread:
             while not self._closing:
                 self.run_once()
             self._run_until_done()
-            self._shutdown(self._close_error)
+            self._shutdown(self._final_error())
         except BaseException as e:
             log.exception("the network thread failed")
             self.failure = e
@@ -184,7 +195,9 @@ class NetworkThread:
             now = self._clock()
 
     def _has_pending_work(self) -> bool:
-        if not self._events.empty() or self.client.pending_requests:
+        if not self._events.empty():
+            return True
+        if self.client.pending_requests and self.client.unreachable is None:  # see the module docstring
             return True
         return any(getattr(m, "has_pending_work", lambda: False)() for m in self._managers)
 

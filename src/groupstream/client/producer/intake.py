@@ -4,7 +4,8 @@
 queue, drained here at the start of every loop iteration); partitions are chosen here because the metadata
 lives on this thread. A record for a topic the metadata does not know yet waits for it, as Java's ``send``
 waits on metadata, for at most ``max.block.ms``; then it fails with UNKNOWN_TOPIC_OR_PARTITION naming the
-topic (a topic that does not exist and that the broker will not create). Pure apart from reading the queue.
+topic (a topic that does not exist and that the broker will not create), or, when no broker could be reached
+to ask, with REQUEST_TIMED_OUT saying so (not that the topic is missing). Pure apart from reading the queue.
 """
 
 from __future__ import annotations
@@ -47,13 +48,16 @@ class RecordIntake:
         *,
         max_block_ms: int,
         on_failed: RecordFailed,
+        unreachable: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """``unreachable()``: why no broker can be reached right now, or None (the network client's view)."""
         self._records = records
         self._acc = accumulator
         self._metadata = metadata
         self._partitioner = partitioner
         self._max_block_ms = max_block_ms
         self._on_failed = on_failed
+        self._unreachable = unreachable
         self._waiting: dict[str, _Waiting] = {}
         self._seen_version = -1
         self._counts: dict[
@@ -160,7 +164,11 @@ class RecordIntake:
                 continue
             del self._waiting[topic]
             code = self._metadata.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            why = self._unreachable() if topic not in self._metadata.topic_errors else None
+            if why is not None:
+                code = ErrorCode.REQUEST_TIMED_OUT
+                text = f"topic {topic!r} has no metadata after max.block.ms={self._max_block_ms} ms: {why}"
+            elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 text = (
                     f"topic {topic!r} does not exist: not in the metadata after max.block.ms={self._max_block_ms} ms "
                     "(create it, or enable auto.create.topics.enable on the broker)"

@@ -110,12 +110,14 @@ class Producer:
             Partitioner(cfg.partitioner, cfg.batch_size, rng.randrange, self._metadata.available_partitions),
             max_block_ms=cfg.max_block_ms,
             on_failed=self._record_failed,
+            unreachable=lambda: self._client.unreachable,
         )
         managers: list[Any] = [self._intake]
         if self._idempotence is not None:
             managers.append(self._idempotence)
         managers.append(self._sender)
         client = NetworkClient(net, self._metadata, monotonic_ms)
+        self._client = client
         self._thread = NetworkThread(
             client, managers, self._process_event, name=f"groupstream-producer-{net.client_id}"
         )
@@ -307,14 +309,20 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is pending within ``timeout`` seconds (None: up to ``delivery.timeout.ms``), fail the
-        rest with ProducerClosedError, stop the network thread and run the last delivery callbacks."""
+        rest with ProducerClosedError, stop the network thread and run the last delivery callbacks. Returns
+        as soon as nothing is pending; with records pending it waits for them at most ``timeout``, even when no
+        broker can be reached (one may come back meanwhile), and their error then says that none could be."""
         if self._closed:
             return
         self._closed = True
-        timeout_ms = self.config.delivery_timeout_ms if timeout is None else int(timeout * 1000)
-        self._thread.close(
-            timeout_ms, ProducerClosedError("the producer closed before this record was delivered")
-        )
+        timeout_ms = self.config.delivery_timeout_ms if timeout is None else max(0, int(timeout * 1000))
+
+        def undelivered() -> ProducerClosedError:
+            text = f"the producer closed before this record was delivered (close timeout {timeout_ms} ms)"
+            why = self._client.unreachable
+            return ProducerClosedError(f"{text}: {why}" if why is not None else text)
+
+        self._thread.close(timeout_ms, undelivered)
         self._serve_deliveries()
 
     def __enter__(self) -> Producer:
