@@ -1,12 +1,16 @@
-"""Shared fixtures: real broker processes (ours and Tansu), and their logs on failure.
+"""Shared fixtures: real broker processes (ours, Tansu and Apache Kafka), and their logs on failure.
 
 Tests that run against a broker are marked with the broker they target: ``broker_ours`` (our broker, required
-in ``make test``) or ``broker_tansu`` (Tansu: a self-check of the harness). ``--brokers=groupstream`` runs only
-ours; the default runs both.
+in ``make test``), ``broker_tansu`` (Tansu: a self-check of the harness) or ``broker_apache`` (Apache Kafka
+4.x from the Maven jars: a 3-node KRaft cluster, or one node; ``make test`` runs these too).
+``--brokers=groupstream`` runs only ours; the default runs all three. ``--kafka-bootstrap=HOST:PORT,...`` (or
+``$GROUPSTREAM_KAFKA_BOOTSTRAP``) runs the ``broker_apache`` tests against a cluster of one's own instead of
+starting one; the tests that kill nodes are skipped then.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -14,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster, KafkaNode, fetch_jars
 from support.brokers import (
     TANSU_AUTO_CREATE_PARTITIONS,
     AutoCreateBroker,
@@ -24,25 +29,37 @@ from support.brokers import (
 from support.capture import CaptureProxy, canonical_api_versions
 
 MARK_FOR_KIND = {BrokerKind.GROUPSTREAM: "broker_ours", BrokerKind.TANSU: "broker_tansu"}
-KIND_FOR_MARK = {mark: kind for kind, mark in MARK_FOR_KIND.items()}
+APACHE = "apache"  # Apache Kafka: not a BrokerProcess kind (its fixtures are in support.apache_kafka)
+KIND_FOR_MARK: dict[str, str] = {mark: str(kind) for kind, mark in MARK_FOR_KIND.items()} | {"broker_apache": APACHE}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--brokers",
-        default="groupstream,tansu",
-        help="comma-separated brokers to run broker tests against: groupstream, tansu (default: both)",
+        default="groupstream,tansu,apache",
+        help="comma-separated brokers to run broker tests against: groupstream, tansu, apache (default: all)",
+    )
+    parser.addoption(
+        "--kafka-bootstrap",
+        default=os.environ.get("GROUPSTREAM_KAFKA_BOOTSTRAP", ""),
+        help="run the Apache Kafka tests against this cluster (HOST:PORT,...; at least 3 brokers) instead of "
+        "starting one from the Maven jars; tests that kill nodes are skipped (env GROUPSTREAM_KAFKA_BOOTSTRAP)",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_ours: runs against our broker (groupstream broker)")
     config.addinivalue_line("markers", "broker_tansu: runs against Tansu (a self-check of the test harness)")
+    config.addinivalue_line("markers", "broker_apache: runs against Apache Kafka (support.apache_kafka)")
 
 
-def _selected_kinds(config: pytest.Config) -> set[BrokerKind]:
+def _selected_kinds(config: pytest.Config) -> set[str]:
     raw = str(config.getoption("--brokers"))
-    return {BrokerKind(k.strip()) for k in raw.split(",") if k.strip()}
+    kinds = {k.strip() for k in raw.split(",") if k.strip()}
+    unknown = kinds - set(KIND_FOR_MARK.values())
+    if unknown:
+        raise pytest.UsageError(f"--brokers: unknown {sorted(unknown)}; known: {sorted(KIND_FOR_MARK.values())}")
+    return kinds
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -114,14 +131,62 @@ def autocreate_broker(
             yield AutoCreateBroker(b, TANSU_AUTO_CREATE_PARTITIONS, proxy)
 
 
+def _kafka_bootstrap(config: pytest.Config) -> str:
+    return str(config.getoption("--kafka-bootstrap")).strip()
+
+
+@pytest.fixture(scope="module")
+def apache_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApacheKafkaCluster | ExternalKafkaCluster]:
+    """A 3-node Apache Kafka KRaft cluster per test module (the JVMs start once, about 8 s), or the cluster
+    given by ``--kafka-bootstrap``. Tests that kill nodes ask for ``apache_nodes`` instead."""
+    external = _kafka_bootstrap(request.config)
+    if external:
+        yield ExternalKafkaCluster(external)
+        return
+    fetch_jars()  # at once when `make kafka-jars` has run
+    with ApacheKafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def apache_nodes(apache_cluster: ApacheKafkaCluster | ExternalKafkaCluster) -> Iterator[ApacheKafkaCluster]:
+    """The module's cluster with every node running when the test starts (a node a failed test left down is
+    started again), for tests that kill and restart nodes; skipped against a cluster of one's own."""
+    if not isinstance(apache_cluster, ApacheKafkaCluster):
+        pytest.skip("kills Kafka nodes: needs the cluster the tests start, not --kafka-bootstrap")
+    down = [n for n in apache_cluster.nodes if not n.running]
+    for n in down:
+        apache_cluster.start_node(n)
+    yield apache_cluster
+
+
+@pytest.fixture(scope="module")
+def apache_node(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApacheKafkaCluster | ExternalKafkaCluster]:
+    """A single Apache Kafka node (replication factor 1) per test module, or the ``--kafka-bootstrap``
+    cluster."""
+    external = _kafka_bootstrap(request.config)
+    if external:
+        yield ExternalKafkaCluster(external)
+        return
+    fetch_jars()
+    with ApacheKafkaCluster(tmp_path_factory.mktemp("apache-kafka-1"), 1) as cluster:
+        yield cluster
+
+
 # -- broker logs on failure, and per-client timings ---------------------------------------------------------
 
 
-def _brokers_of(item: pytest.Item) -> list[BrokerProcess]:
-    found: list[BrokerProcess] = []
+def _brokers_of(item: pytest.Item) -> list[BrokerProcess | KafkaNode]:
+    found: list[BrokerProcess | KafkaNode] = []
     for value in getattr(item, "funcargs", {}).values():
         if isinstance(value, BrokerProcess):
             found.append(value)
+        elif isinstance(value, ApacheKafkaCluster):
+            found.extend(n for n in value.nodes if n not in found)  # apache_nodes is apache_cluster too
         elif isinstance(value, BrokerFactory):
             found.extend(value.started)
         elif isinstance(value, AutoCreateBroker):
@@ -149,7 +214,7 @@ def pytest_runtest_makereport(
 def _kind_of(item: pytest.Item) -> str:
     for m in item.iter_markers():
         if m.name in KIND_FOR_MARK:
-            return str(KIND_FOR_MARK[m.name])
+            return KIND_FOR_MARK[m.name]
     return "-"
 
 

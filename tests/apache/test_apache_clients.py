@@ -1,0 +1,225 @@
+"""Our Producer, Consumer and Admin against a 3-node Apache Kafka 4.x cluster (replication factor 3,
+``min.insync.replicas=2``), where, unlike on our one-node broker, partition leaders and group coordinators
+sit on different nodes and every request must find its way to the right one.
+
+- Our idempotent ``acks=all`` Producer, each codec: every acknowledged record is read back exactly once by an
+  independent reader (confluent-kafka), in order, at the partition Java's murmur2 picks, and the high
+  watermarks equal what was acknowledged; the partitions it wrote were led by all three nodes.
+- Our Consumer in assign mode reads the same records back (from the beginning, from a seek, by timestamp).
+- Our Admin: cluster and topic descriptions (replicas, ISR, leaders spread), configs, partitions added,
+  records deleted below an offset on each leader, list offsets, group offsets altered, listed, deleted, and
+  groups listed, described and deleted on their coordinators.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from groupstream import Consumer, Producer
+from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.producer import RecordMetadata
+from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
+from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records, position
+from support.waiting import wait_until
+
+pytestmark = [pytest.mark.broker_apache, pytest.mark.compat]
+
+Cluster = ApacheKafkaCluster | ExternalKafkaCluster
+PARTITIONS = 6
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """With the cluster's default replication factor (3), visible with leaders and full ISRs everywhere."""
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions)])
+
+        def ready() -> bool:
+            t = admin.list_topics().get(topic)
+            return (
+                t is not None
+                and t.partition_count == partitions
+                and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in t.partitions)
+            )
+
+        wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
+
+
+def confluent_read(
+    bootstrap: str, topic: str, partitions: int, expected: int
+) -> tuple[list[Consumed], dict[int, int]]:
+    """Everything in ``topic`` from offset 0 with confluent-kafka, plus one short poll that must add nothing."""
+    consumer = ConfluentConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+    )
+    try:
+        tps = [ConfluentTopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[Consumed] = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                assert m.error() is None, f"consume error: {m.error()}"
+                got.append(Consumed(*position(m), m.key(), m.value()))
+        got += [
+            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
+        ]
+        return got, ends
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def producers() -> Iterator[list[Producer]]:
+    made: list[Producer] = []
+    yield made
+    for p in made:
+        p.close(5)
+
+
+@pytest.mark.slow
+def test_idempotent_producer_each_codec_read_back_exactly(
+    apache_cluster: Cluster, producers: list[Producer]
+) -> None:
+    bs = apache_cluster.bootstrap
+    for codec in CODECS:
+        topic = unique(f"codec-{codec}")
+        create_topic(bs, topic, PARTITIONS)
+        records = make_records(codec, 12_000)
+        p = Producer(
+            {"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "compression.type": codec}
+        )
+        producers.append(p)
+        futures: list[Future[RecordMetadata]] = [p.produce(topic, v, key=k) for k, v in records]
+        assert p.flush(120) == 0, f"{codec}: records still in flight after 120 s"
+        acked = [
+            Acked(f.result(0).partition, f.result(0).offset, k, v)
+            for f, (k, v) in zip(futures, records, strict=True)
+        ]
+        consumed, ends = confluent_read(bs, topic, PARTITIONS, len(records))
+        check_read_equals_acked(records, acked, consumed, PARTITIONS, end_offsets=ends)
+        with Admin({"bootstrap.servers": bs}) as admin:
+            leaders = {p.leader for p in admin.describe_topics([topic])[topic].partitions}
+        assert len(leaders) >= min(3, PARTITIONS), (
+            f"{codec}: all partitions led by {leaders}: nothing crossed nodes"
+        )
+
+
+def test_assign_mode_consumer_reads_back_seeks_and_finds_offsets_by_time(
+    apache_cluster: Cluster, producers: list[Producer]
+) -> None:
+    bs = apache_cluster.bootstrap
+    topic = unique("assign")
+    create_topic(bs, topic, PARTITIONS)
+    records = make_records("assign", 6_000)
+    base_ts = 1_700_000_000_000
+    p = Producer({"bootstrap.servers": bs})
+    producers.append(p)
+    futures = [p.produce(topic, v, key=k, timestamp=base_ts + i) for i, (k, v) in enumerate(records)]
+    assert p.flush(60) == 0
+    acked = [
+        Acked(f.result(0).partition, f.result(0).offset, k, v)
+        for f, (k, v) in zip(futures, records, strict=True)
+    ]
+
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(topic, q) for q in range(PARTITIONS)])
+        got: list[Consumed] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(records) and time.monotonic() < deadline:
+            got += [Consumed(r.partition, r.offset, r.key, r.value) for r in c.poll(0.5)]
+        got += [Consumed(r.partition, r.offset, r.key, r.value) for r in c.poll(0.3)]
+        ends = {tp.partition: o for tp, o in c.end_offsets([(topic, q) for q in range(PARTITIONS)]).items()}
+        check_read_equals_acked(records, acked, got, PARTITIONS, end_offsets=ends)
+
+        # offsets_for_times finds the first record at or after a timestamp; a seek reads from there again
+        middle = acked[len(acked) // 2]
+        found = c.offsets_for_times({(topic, middle.partition): base_ts + len(acked) // 2})
+        assert list(found.values()) == [(middle.offset, base_ts + len(acked) // 2)], found
+        c.assign([(topic, middle.partition)])
+        c.seek((topic, middle.partition), middle.offset)
+        again: list[Consumed] = []
+        deadline = time.monotonic() + 30
+        while not again and time.monotonic() < deadline:
+            again = [Consumed(r.partition, r.offset, r.key, r.value) for r in c.poll(0.5)]
+        assert again and again[0] == Consumed(middle.partition, middle.offset, middle.key, middle.value), (
+            again[:1]
+        )
+
+
+def test_admin_against_the_cluster(apache_cluster: Cluster, producers: list[Producer]) -> None:
+    bs = apache_cluster.bootstrap
+    topic, group = unique("admin"), unique("g-admin")
+    with Admin({"bootstrap.servers": bs}) as admin:
+        cluster = admin.describe_cluster()
+        ids = {b.node_id for b in cluster.brokers}
+        assert len(ids) >= 3 and cluster.controller_id in ids | {-1}, cluster
+
+        admin.create_topics([NewTopic(topic, 4)])
+        wait_until(lambda: topic in admin.list_topics(), 30, f"{topic} listed")
+        wait_until(
+            lambda: all(len(p.isr) == 3 for p in admin.describe_topics([topic])[topic].partitions),
+            30,
+            "every replica in sync",
+        )
+        desc = admin.describe_topics([topic])[topic]
+        assert desc.topic_id is not None and desc.partition_count == 4
+        assert all(len(p.replicas) == 3 and set(p.isr) == set(p.replicas) for p in desc.partitions), desc
+        assert len({p.leader for p in desc.partitions}) >= 2, f"leaders not spread: {desc.partitions}"
+        configs = admin.describe_configs(topic)
+        assert configs["min.insync.replicas"].value == "2", configs["min.insync.replicas"]
+        assert configs["cleanup.policy"].value == "delete"
+
+        admin.create_partitions(topic, 6)
+        wait_until(lambda: admin.describe_topics([topic])[topic].partition_count == 6, 30, "6 partitions")
+
+        p = Producer({"bootstrap.servers": bs})
+        producers.append(p)
+        for q in range(6):
+            for i in range(50):
+                p.produce(topic, b"v%d-%d" % (q, i), partition=q)
+        assert p.flush(60) == 0
+        ends = admin.list_offsets({(topic, q): "latest" for q in range(6)})
+        assert {tp: o.offset for tp, o in ends.items()} == {(topic, q): 50 for q in range(6)}
+
+        # records below an offset deleted on each partition's leader (they are spread over the nodes)
+        starts = admin.delete_records({(topic, q): 10 + q for q in range(6)})
+        assert starts == {(topic, q): 10 + q for q in range(6)}
+        earliest = admin.list_offsets({(topic, q): "earliest" for q in range(6)})
+        assert {tp: o.offset for tp, o in earliest.items()} == starts
+
+        # group offsets on the group's coordinator
+        admin.alter_group_offsets(group, {(topic, q): 20 + q for q in range(6)})
+        assert {tp: om.offset for tp, om in admin.list_group_offsets(group).items()} == {
+            (topic, q): 20 + q for q in range(6)
+        }
+        lag = admin.consumer_lag(group)
+        assert {tp: (lg.committed, lg.log_end) for tp, lg in lag.items()} == {
+            (topic, q): (20 + q, 50) for q in range(6)
+        }
+        listed = {g.group_id: g for g in admin.list_groups()}
+        assert group in listed and listed[group].state == "Empty", listed.get(group)
+        described = admin.describe_groups([group])[group]
+        assert described.state == "Empty" and not described.members
+        assert described.coordinator_id in ids
+        if isinstance(apache_cluster, ApacheKafkaCluster):
+            assert described.coordinator_id == apache_cluster.group_coordinator(group)
+
+        admin.delete_group_offsets(group, topic, [0, 1])
+        assert set(admin.list_group_offsets(group)) == {(topic, q) for q in range(2, 6)}
+        admin.delete_groups([group])
+        assert group not in {g.group_id for g in admin.list_groups()}
+
+        admin.delete_topics([topic])
+        wait_until(lambda: topic not in admin.list_topics(), 30, f"{topic} gone")
