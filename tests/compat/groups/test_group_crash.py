@@ -11,7 +11,12 @@ restart, with the coordinator loaded again from `__consumer_offsets`:
   commit in flight at the kill, never anything else;
 - every member group is Stable with exactly the members it had (DescribeGroups: member ids and instance
   ids), and each member's heartbeat with its generation is accepted, so the generation was replayed too;
-- every simple group is Empty.
+- every simple group that holds offsets is Empty; one without any (its only commit was in flight at the kill
+  and did not land, or it was never committed to) does not exist: Kafka keeps no group for a simple consumer
+  that committed nothing, and describes an unknown group as Dead.
+
+The workload is random: the seed is printed, named again in a failure, and ``GROUP_CRASH_SEED=<seed>`` replays
+its choices (the thread interleaving and the kill's timing still vary from run to run).
 
 The same workload runs against Tansu without the kill (Tansu keeps groups in memory): a self-check of the
 workload and of these checks.
@@ -20,6 +25,7 @@ workload and of these checks.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -43,6 +49,7 @@ ROUNDS = 4
 THREADS = 4
 SESSION_TIMEOUT_MS = 120_000  # ours: no member expires while the broker restarts
 TANSU_SESSION_TIMEOUT_MS = 6_000  # Tansu holds every join for half the session timeout
+SEED_ENV = "GROUP_CRASH_SEED"
 
 
 @dataclass
@@ -67,6 +74,7 @@ class Workload:
         self.rng = random.Random(seed)
         self.groups = [GroupUnderTest(unique(f"crash-{'s' if i < GROUPS // 2 else 'm'}{i}")) for i in range(GROUPS)]
         self.acks = 0
+        self.absent = 0  # simple groups found not to exist (nothing committed yet): the branch the flake hit
         self.failures: list[str] = []
         self._lock = threading.Lock()
         self._static_seq = 0
@@ -185,13 +193,15 @@ class Workload:
 
     # -- verification ------------------------------------------------------------------------------------
 
-    def verify(self, full_describe: bool = True) -> None:
+    def verify(self, full_describe: bool = True, absent_state: str = "Dead") -> None:
         """``full_describe``: whether DescribeGroups reports protocol and instance ids (Tansu 0.6.0 leaves the
-        protocol, instance ids, client ids, hosts, metadata and assignments empty)."""
+        protocol, instance ids, client ids, hosts, metadata and assignments empty). ``absent_state``: how the
+        broker describes a group that does not exist (Kafka and ours: Dead; Tansu 0.6.0: Empty)."""
         with Admin({"bootstrap.servers": self.bootstrap}) as admin:
             for g in self.groups:
                 got = {tp[1]: om.offset for tp, om in admin.list_group_offsets(g.name).items()}
                 doubt = g.in_flight or {}
+                before = f"acknowledged {dict(sorted(g.acked.items()))}, in flight {doubt}"
                 for p in range(PARTITIONS):
                     ok = {g.acked.get(p)} | ({doubt[p]} if p in doubt else set())
                     assert got.get(p) in ok, (
@@ -203,7 +213,14 @@ class Workload:
                 g.in_flight = None
                 desc = admin.describe_groups([g.name])[g.name]
                 if g.simple:
-                    assert desc.state == "Empty" and not desc.members, f"{g.name}: {desc.state} {desc.members}"
+                    # A simple group exists only through its offsets: with none (no commit acknowledged, as the
+                    # checks above proved, and the one in flight at the kill did not land) it does not exist.
+                    want = "Empty" if got else absent_state
+                    self.absent += not got
+                    assert desc.state == want and not desc.members, (
+                        f"{g.name}: {desc.state} {desc.members}, expected {want}; committed after the restart "
+                        f"{dict(sorted(got.items()))}, before it {before}"
+                    )
                     continue
                 expected = sorted((m.member_id, m.instance_id if full_describe else None) for m in g.members)
                 described = sorted((m.member_id, m.group_instance_id if full_describe else None) for m in desc.members)
@@ -243,6 +260,24 @@ def _hostport(bootstrap: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _seed() -> int:
+    """``GROUP_CRASH_SEED`` when set (a replay), else a new random seed; printed either way."""
+    raw = os.environ.get(SEED_ENV)
+    seed = int(raw) if raw else random.randrange(1 << 30)
+    print(f"seed {seed} ({SEED_ENV}={seed} replays it)")
+    return seed
+
+
+@contextlib.contextmanager
+def _naming_seed(seed: int) -> Iterator[None]:
+    """A failure's report names the seed (captured output is easy to lose, the assertion is not)."""
+    try:
+        yield
+    except BaseException as e:
+        e.add_note(f"workload seed {seed}: replay its choices with {SEED_ENV}={seed}")
+        raise
+
+
 def _workload(bootstrap: str, seed: int, session_timeout_ms: int, static_share: float = 0.5) -> Workload:
     topic = unique("crash")
     create_topic(bootstrap, topic, PARTITIONS)
@@ -251,10 +286,10 @@ def _workload(bootstrap: str, seed: int, session_timeout_ms: int, static_share: 
 
 @pytest.mark.broker_ours
 def test_commits_and_groups_survive_kill9(broker_factory: BrokerFactory) -> None:
-    seed = random.randrange(1 << 30)
+    seed = _seed()
     broker = broker_factory(BrokerKind.GROUPSTREAM, settings={"group.initial.rebalance.delay.ms": "0"})
     w = _workload(broker.bootstrap, seed, SESSION_TIMEOUT_MS)
-    with w.heartbeats():
+    with _naming_seed(seed), w.heartbeats():
         w.form_groups()
         for round_ in range(ROUNDS):
             if round_:
@@ -271,7 +306,8 @@ def test_commits_and_groups_survive_kill9(broker_factory: BrokerFactory) -> None
                 if not broker.running:
                     broker.start()
             w.verify()
-    print(f"seed {seed}: {w.acks} acknowledged commits over {ROUNDS} kills")
+    print(f"seed {seed}: {w.acks} acknowledged commits over {ROUNDS} kills; {w.absent} checks of a simple group "
+          "that had nothing committed found it absent")
 
 
 @pytest.mark.broker_tansu
@@ -279,12 +315,13 @@ def test_crash_workload_self_check_without_kill(broker_factory: BrokerFactory) -
     broker = broker_factory(BrokerKind.TANSU)
     # dynamic members only: under this workload Tansu 0.6.0 now and then drops a static member (its heartbeat
     # and commits get UNKNOWN_MEMBER_ID) although it heartbeats every second
-    w = _workload(broker.bootstrap, random.randrange(1 << 30), TANSU_SESSION_TIMEOUT_MS, static_share=0.0)
-    with w.heartbeats():
+    seed = _seed()
+    w = _workload(broker.bootstrap, seed, TANSU_SESSION_TIMEOUT_MS, static_share=0.0)
+    with _naming_seed(seed), w.heartbeats():
         w.form_groups()
         for round_ in range(ROUNDS):
             if round_:
                 w.change_membership()
             target = w.acks + w.rng.randint(20, 300)
             w.run_commits(lambda target=target: wait_for(lambda: w.acks >= target, 60, "commits"))
-            w.verify(full_describe=False)
+            w.verify(full_describe=False, absent_state="Empty")
