@@ -1,8 +1,9 @@
 """The Apache Kafka tests (issue 13): our client, Admin and CLI against Apache Kafka 4.x itself.
 
 The cluster fixtures (``apache_cluster``, ``apache_nodes``, ``apache_node``) are in the top-level conftest.
-The group tests reuse the member subprocesses and the group checks of ``tests/compat/groups``, whose modules
-are imported by their basenames as pytest imports them there, so that directory is put on ``sys.path``.
+The group tests reuse the member subprocesses and the group checks of ``tests/compat/groups``, and the CLI
+test the console-script runner and table reader of ``tests/cli``; pytest imports those modules by their
+basenames from their own directories, so both directories are put on ``sys.path`` here.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "compat" / "groups"))
+_TESTS = Path(__file__).resolve().parent.parent
+for _shared in (_TESTS / "compat" / "groups", _TESTS / "cli"):
+    if str(_shared) not in sys.path:
+        sys.path.insert(0, str(_shared))
 
-from group_harness import Members
+from group_harness import Members  # noqa: E402 - importable once the path above is set
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ sit on different nodes and every request must find its way to the right one.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,9 +25,10 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from groupstream import Consumer, Producer
-from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.admin import Admin, ConsumerGroupDescription, NewTopic
 from groupstream.client.producer import RecordMetadata
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
+from support.brokers import groupstream_command
 from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records, position
 from support.waiting import wait_until
 
@@ -223,3 +226,142 @@ def test_admin_against_the_cluster(apache_cluster: Cluster, producers: list[Prod
 
         admin.delete_topics([topic])
         wait_until(lambda: topic not in admin.list_topics(), 30, f"{topic} gone")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The ``groupstream`` console script, on a terminal wide enough that 36-character member ids are not cut
+    short in the 11-column ``--members --verbose`` table."""
+    return subprocess.run([*groupstream_command(), *args], capture_output=True, text=True, timeout=60, check=False,
+                          env=dict(os.environ, COLUMNS="400", NO_COLOR="1"))  # fmt: skip
+
+
+def ok(*args: str) -> str:
+    """Stdout of a ``groupstream`` command that must succeed."""
+    proc = cli(*args)
+    assert proc.returncode == 0, f"groupstream {' '.join(args)} exited {proc.returncode}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def _stable_consumer_group(bs: str, group: str, topic: str, per_partition: int) -> list[Consumer]:
+    """Two of our consumers (``group.protocol=consumer``, the broker's ``uniform`` assignor) that own the
+    topic's partitions between them, have read every record and committed."""
+    conf = {"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer",
+            "group.remote.assignor": "uniform", "auto.offset.reset": "earliest", "enable.auto.commit": False}  # fmt: skip
+    members = [Consumer({**conf, "client.id": f"m{i}"}) for i in range(2)]
+    for m in members:
+        m.subscribe([topic])
+
+    def at_end(m: Consumer) -> bool:
+        return all(m.position(tp) == per_partition for tp in m.assignment())
+
+    deadline = time.monotonic() + 60
+    try:
+        with Admin({"bootstrap.servers": bs}) as admin:
+            while True:
+                for m in members:
+                    m.poll(0.05)
+                found = admin.describe_consumer_groups_or_errors([group])[
+                    group
+                ]  # not found before a heartbeat
+                if (
+                    isinstance(found, ConsumerGroupDescription)
+                    and found.stable
+                    and len(found.members) == 2
+                    and all(m.assignment() and at_end(m) for m in members)
+                ):
+                    break
+                assert time.monotonic() < deadline, f"no stable group of two that read everything: {found}"
+        for m in members:
+            m.commit(asynchronous=False)
+    except BaseException:
+        for m in members:
+            m.close()
+        raise
+    return members
+
+
+def test_cli_topics_and_groups_against_the_cluster(
+    apache_cluster: Cluster, producers: list[Producer]
+) -> None:
+    """``groupstream topics`` and ``groupstream groups list|describe`` bootstrapped from one node of the
+    cluster: topics with three replicas, and a live KIP-848 group whose coordinator is found wherever it is."""
+    from test_cli_consumer_groups import _parts, _table
+
+    first = apache_cluster.bootstrap.split(",")[0]
+    bs = ("--bootstrap-server", first)
+    topic, group, classic = unique("cli"), unique("g-cli"), unique("g-cli-classic")
+    partitions, per_partition = 4, 5
+
+    assert f"created topic {topic!r} with 4 partitions" in ok(
+        "topics", "create", topic, "--partitions", "4", *bs
+    )
+    with Admin({"bootstrap.servers": first}) as admin:
+        wait_until(
+            lambda: all(len(p.isr) == 3 for p in admin.describe_topics([topic])[topic].partitions),
+            30,
+            "every replica in sync",
+        )
+        admin.alter_group_offsets(classic, {(topic, 0): 2})  # a classic group (Empty) beside it
+    listed = {r["topic"]: r for r in _table(ok("topics", "list", *bs))}
+    assert listed[topic]["partitions"] == "4"
+    out = ok("topics", "describe", topic, *bs)
+    rows = [r for r in _table(out.split("configs of")[0]) if r.get("partition")]
+    assert sorted(int(r["partition"]) for r in rows) == list(range(partitions))
+    for r in rows:
+        replicas, isr = set(r["replicas"].split(",")), set(r["isr"].split(","))
+        assert len(replicas) == 3 and isr == replicas and r["leader"] in replicas, r
+
+    p = Producer({"bootstrap.servers": first})
+    producers.append(p)
+    for i in range(partitions * per_partition):
+        p.produce(topic, b"v%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+    members = _stable_consumer_group(first, group, topic, per_partition)
+    try:
+        with Admin({"bootstrap.servers": first}) as admin:
+            desc = admin.describe_consumer_groups([group])[group]
+        epoch = str(desc.group_epoch)
+        by_id = {m.member_id: m for m in desc.members}
+
+        listed_groups = {r["GROUP"]: r for r in _table(ok("groups", "list", *bs))}
+        assert [listed_groups[group][c] for c in ("TYPE", "STATE")] == ["consumer", "Stable"]
+        assert [listed_groups[classic][c] for c in ("TYPE", "STATE")] == ["classic", "Empty"]
+
+        owners = desc.owners()
+        rows = _table(ok("groups", "describe", group, *bs))
+        assert sorted(int(r["PARTITION"]) for r in rows) == list(range(partitions))
+        for r in rows:
+            owner = owners[(r["TOPIC"], int(r["PARTITION"]))]
+            assert [r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]] == [str(per_partition)] * 2 + ["0"], r
+            assert r["CONSUMER-ID"] == owner.member_id
+
+        rows = _table(ok("groups", "describe", group, "--members", "--verbose", *bs))
+        assert sorted(r["CONSUMER-ID"] for r in rows) == sorted(by_id)
+        seen: set[tuple[str, int]] = set()
+        for r in rows:
+            assert (r["CURRENT-EPOCH"], r["TARGET-EPOCH"], r["MEMBER-STATE"]) == (epoch, epoch, "stable"), r
+            current = _parts(r["CURRENT-ASSIGNMENT"])
+            assert current == set(by_id[r["CONSUMER-ID"]].assignment) and not current & seen
+            seen |= current
+        assert seen == {(topic, q) for q in range(partitions)}
+
+        (row,) = _table(ok("groups", "describe", group, "--state", *bs))
+        assert [row[c] for c in ("ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "#MEMBERS")] == [
+            "uniform",
+            "Stable",
+            epoch,
+            "2",
+        ]
+        if isinstance(apache_cluster, ApacheKafkaCluster):
+            node = apache_cluster.node(apache_cluster.group_coordinator(group))
+            assert row["COORDINATOR (ID)"] == f"{node.bootstrap} ({node.node_id})", row
+
+        # resetting the offsets of a live group is refused before anything is written
+        refused = cli("groups", "reset-offsets", group, "--all-topics", "--to-earliest", "--execute", *bs)
+        assert refused.returncode == 2, f"exit {refused.returncode}\n{refused.stdout}\n{refused.stderr}"
+        assert "current state is Stable (2 members)" in refused.stderr, refused.stderr
+    finally:
+        for m in members:
+            m.close()

@@ -166,26 +166,28 @@ def describe(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         descs = admin.describe_groups(args.groups)
         offsets = {g: admin.list_group_offsets(g) for g in args.groups}
-        missing = [g for g in args.groups if not descs[g].exists and not offsets[g]]
+        consumer = _consumer_groups(admin, descs.values())
+        missing = [g for g in args.groups if not descs[g].exists and not offsets[g] and g not in consumer]
         if missing:
             raise UserError(f"consumer group {missing[0]!r} does not exist")
-        consumer = _consumer_groups(admin, descs.values()) if args.state or args.members else {}
         if args.state:
             _state_view([descs[g] for g in args.groups], consumer, args.verbose)
         elif args.members:
             _members_view([descs[g] for g in args.groups], consumer, args.verbose)
         else:
             for g in args.groups:
-                _offsets_view(admin, descs[g], {tp: om.offset for tp, om in offsets[g].items()})
+                _offsets_view(admin, consumer.get(g) or descs[g], {tp: om.offset for tp, om in offsets[g].items()})
     return 0
 
 
 def _consumer_groups(admin: Admin, descs: Iterable[GroupDescription]) -> dict[str, ConsumerGroupDescription]:
-    """The KIP-848 groups among ``descs``, as ConsumerGroupDescribe shows them. DescribeGroups names both
-    kinds' protocol type ``consumer``; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a classic group,
-    and a broker without it (before KIP-848) has only classic groups. A group epoch below 0 is no consumer
-    group either (Tansu 0.6 answers every group id so, without an error)."""
-    candidates = [d.group_id for d in descs if d.exists and d.protocol_type == CONSUMER_PROTOCOL_TYPE]
+    """The KIP-848 groups among ``descs``, as ConsumerGroupDescribe shows them. Our broker's DescribeGroups
+    names both kinds' protocol type ``consumer``; Kafka 4's answers GROUP_ID_NOT_FOUND for a consumer group
+    (the description then reads Dead), so those are asked too. ConsumerGroupDescribe answers
+    GROUP_ID_NOT_FOUND for a classic group or none, and a broker without it (before KIP-848) has only classic
+    groups. A group epoch below 0 is no consumer group either (Tansu 0.6 answers every group id so, without
+    an error)."""
+    candidates = [d.group_id for d in descs if not d.exists or d.protocol_type == CONSUMER_PROTOCOL_TYPE]
     if not candidates or not admin.connection.supports("ConsumerGroupDescribe"):
         return {}
     try:
@@ -209,7 +211,9 @@ def _notes(group_id: str, state: str, members: int) -> None:
         stdout.print(f"Consumer group {group_id!r} has no active members.")
 
 
-def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[TopicPart, int]) -> None:
+def _offsets_view(
+    admin: Admin, desc: GroupDescription | ConsumerGroupDescription, committed: Mapping[TopicPart, int]
+) -> None:
     _notes(desc.group_id, desc.state, len(desc.members))
     owners = desc.owners()
     partitions = sorted(set(owners) | set(committed))
@@ -228,8 +232,9 @@ def _offsets_view(admin: Admin, desc: GroupDescription, committed: Mapping[Topic
             m.member_id if m else "-", m.client_host if m else "-", m.client_id if m else "-",
         )  # fmt: skip
     # members with nothing assigned still show, as Kafka shows them
+    owning = {m.member_id for m in owners.values()}
     for m in desc.members:
-        if not m.assigned_partitions:
+        if m.member_id not in owning:
             table.add_row(desc.group_id, "-", "-", "-", "-", "-", m.member_id, m.client_host, m.client_id)
     stdout.print(table)
 
@@ -337,11 +342,12 @@ def _or_dash(v: int | None) -> str:
 def reset_offsets(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         desc = admin.describe_groups([args.group])[args.group]
-        if desc.members:
+        cg = _consumer_groups(admin, [desc]).get(args.group)  # Kafka 4 describes it only this way
+        state, members = (cg.state, len(cg.members)) if cg is not None else (desc.state, len(desc.members))
+        if members:
             raise UserError(
                 f"assignments can only be reset if the group {args.group!r} is inactive, but the current state is "
-                f"{desc.state} ({len(desc.members)} member{'s' if len(desc.members) != 1 else ''}): stop its "
-                "consumers first"
+                f"{state} ({members} member{'s' if members != 1 else ''}): stop its consumers first"
             )
         committed = {tp: om.offset for tp, om in admin.list_group_offsets(args.group).items()}
         partitions = _partitions(admin, args, committed)
