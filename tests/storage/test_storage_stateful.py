@@ -185,6 +185,11 @@ class LogMachine(RuleBasedStateMachine):
             assert not self.plog.recovery_report.clean_shutdown
         report = self.plog.recovery_report
         assert report.truncations == [] and report.removed_segments == [] and report.rebuilt_indexes == []
+        assert report.holes == []
+        if clean:  # nothing rescanned: every segment from its index files, producer state from the snapshot
+            assert report.index_problems == [] and report.validated_segments == []
+            assert report.trusted_segments == self.plog.segment_base_offsets()
+            assert report.producer_state == "snapshot"
 
     # -- invariants -----------------------------------------------------------------------------------
 

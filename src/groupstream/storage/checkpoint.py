@@ -1,5 +1,5 @@
 """Small per-partition files that let an open skip work: how far the log is known durable, where it
-starts, and whether the last close was clean.
+starts, whether the last close was clean (and, in producer_state.py, the producer state it left).
 
 Checkpoint files hold ``0\\n<offset>\\n`` (a version line, then the value), written atomically. A missing or
 unreadable checkpoint is never fatal: it only makes recovery do more work (validate from the start).
@@ -17,7 +17,10 @@ RECOVERY_POINT_FILE = "recovery-point"
 LOG_START_OFFSET_FILE = "log-start-offset"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 CLEANER_OFFSET_FILE = "cleaner-offset"  # compaction: where the part not yet cleaned begins
-CHECKPOINT_FILES = frozenset({RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_FILE})
+PRODUCER_SNAPSHOT_FILE = "producer-snapshot"  # idempotent-producer state at a clean close (producer_state.py)
+CHECKPOINT_FILES = frozenset(
+    {RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_FILE, PRODUCER_SNAPSHOT_FILE}
+)
 _VERSION = "0"
 
 

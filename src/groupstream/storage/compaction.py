@@ -49,9 +49,10 @@ from groupstream.protocol.records.compression import compress, decompress
 from groupstream.protocol.records.record import Record, decode_records, encode_record
 from groupstream.storage.checkpoint import CLEANER_OFFSET_FILE, read_offset, write_offset
 from groupstream.storage.config import INT32_MAX, CleanupPolicy, LogConfig
+from groupstream.storage.errors import CorruptRangeError
 from groupstream.storage.fileio import datasync, open_rw, pread_upto, pwrite_all
 from groupstream.storage.log import PartitionLog
-from groupstream.storage.scan import BatchScan
+from groupstream.storage.scan import VerifiedScan
 from groupstream.storage.segment import Segment
 from groupstream.storage.swap import cleaned_path
 
@@ -249,8 +250,10 @@ class CleanPlan:
 
 def _batches(src: _Source) -> Iterator[tuple[bytes, BatchHeader, list[Record] | None]]:
     """Every batch of a source segment with its decoded records (None for control batches and for records
-    that do not decode)."""
-    for pos, h in BatchScan(src.fd, 0, src.size, validate_crc=False):
+    that do not decode). Damage the segment was not known to have (a clean open does not scan sealed
+    segments) fails the cleaning: a rewrite must never drop what lies after it."""
+    scan = VerifiedScan(src.fd, 0, src.size, expected=src.base_offset, upper=src.next_offset)
+    for pos, h in scan:
         raw = pread_upto(src.fd, h.size, pos)
         if h.is_control:
             yield raw, h, None
@@ -262,6 +265,12 @@ def _batches(src: _Source) -> Iterator[tuple[bytes, BatchHeader, list[Record] | 
         except PeerProtocolError:
             records = None
         yield raw, h, records
+    if scan.damage is not None:
+        at, offset, why = scan.damage
+        raise CorruptRangeError(
+            src.segment.directory.name, offset, src.next_offset - 1, src.next_offset,
+            f"found while cleaning {src.segment.log_path.name} at byte {at}: {why}; the segment is left as it is",
+        )  # fmt: skip
 
 
 def _reencode(h: BatchHeader, kept: list[Record]) -> bytes:
@@ -320,6 +329,8 @@ def _cleanable_segments(log: PartitionLog, now_ms: int, settings: CompactionSett
     sealed = log.segments[:-1]
     out: list[Segment] = []
     for seg in sealed:
+        if seg.holes:  # a rewrite would drop the damaged bytes and what the hole hides: never clean past one
+            break
         if settings.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < settings.min_compaction_lag_ms:
             break
         out.append(seg)

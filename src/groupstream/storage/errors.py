@@ -31,6 +31,26 @@ class LogClosedError(StorageError):
     """The partition log was closed or deleted; nothing more may be done with it."""
 
 
+class CorruptRangeError(StorageError):
+    """Offsets whose bytes on disk are damaged: they cannot be read, and are never skipped silently.
+
+    Recovery keeps a damaged segment's bytes and every intact batch around them; only the offsets in between
+    are unreadable. Reading one of them raises this error (the broker answers CORRUPT_MESSAGE); a consumer that
+    accepts the loss seeks to ``next_offset``.
+    """
+
+    def __init__(self, partition: str, first_offset: int, last_offset: int, next_offset: int, detail: str) -> None:
+        super().__init__(
+            f"partition {partition}: offsets {first_offset}..{last_offset} are unreadable ({detail}); "
+            f"the next readable offset is {next_offset}"
+        )
+        self.partition = partition
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.next_offset = next_offset
+        self.detail = detail
+
+
 class LogWriteError(StorageError):
     """The disk refused a write (full, quota, I/O error). What was partly written has been cut off again, so
     the log is as it was before the call and the same append may be retried once the disk recovers:

@@ -10,11 +10,13 @@ files under them (truncate, close, delete); appends never take it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import struct
 import threading
+import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +27,7 @@ from groupstream.protocol.records.batch_header import (
     TIMESTAMP_TYPE_BIT,
     compute_crc,
     iter_batches,
-    parse_header,
     patch_base_offset,
-    peek_size,
 )
 from groupstream.storage.checkpoint import (
     LOG_START_OFFSET_FILE,
@@ -41,6 +41,7 @@ from groupstream.storage.checkpoint import (
 from groupstream.storage.config import INT32_MAX, LogConfig, TimestampType
 from groupstream.storage.errors import (
     CorruptBatchError,
+    CorruptRangeError,
     LogClosedError,
     LogOfflineError,
     LogWriteError,
@@ -55,10 +56,12 @@ from groupstream.storage.producer_state import (
     OutOfOrder,
     ProducerStateManager,
     UnknownProducer,
+    read_snapshot,
+    remove_snapshot,
+    write_snapshot,
 )
 from groupstream.storage.recovery import RecoveryReport, load_segments
-from groupstream.storage.scan import BatchScan
-from groupstream.storage.segment import BatchPlacement, Segment
+from groupstream.storage.segment import BatchPlacement, Hole, Segment
 from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
 
 log = logging.getLogger("groupstream.storage")
@@ -131,23 +134,74 @@ class PartitionLog:
         if not path.is_dir():
             path.mkdir(parents=True)
             fsync_directory(path.parent)
+        began = time.monotonic()
         swapped = finish_interrupted_swaps(path)
-        clean = has_clean_marker(path)
-        recovery_point = read_offset(path, RECOVERY_POINT_FILE) or 0
+        checkpointed = read_offset(path, RECOVERY_POINT_FILE)
+        # A clean close writes the recovery point (the log end) before the marker: without it, trust nothing.
+        clean = has_clean_marker(path) and checkpointed is not None
+        recovery_point = checkpointed or 0
         saved_start = read_offset(path, LOG_START_OFFSET_FILE) or 0
+        snapshot = read_snapshot(path) if clean else "an unclean shutdown leaves no snapshot"
         state = ProducerStateManager()
         segments, report = load_segments(
-            path, config, clean=clean, recovery_point=recovery_point, empty_base=saved_start, on_batch=state.observe
+            path,
+            config,
+            clean=clean,
+            recovery_point=recovery_point,
+            empty_base=saved_start,
+            on_batch=None if clean else state.observe,
         )
         report.removed_files.extend(swapped)
         log_end = segments[-1].next_offset
         log_start = min(max(saved_start, segments[0].base_offset), log_end)
+        if not clean:
+            report.producer_state = "scanned with the log's recovery"
+        elif isinstance(snapshot, tuple) and snapshot[0] == log_end:
+            state = snapshot[1]
+            report.producer_state = "snapshot"
+        else:
+            why = snapshot if isinstance(snapshot, str) else f"the snapshot was taken at offset {snapshot[0]}, not {log_end}"
+            report.producer_state = f"scanned: {why}"
+            for seg in segments:
+                for _, h in seg.iter_batches():
+                    state.observe(h)
         state.truncate_head(log_start)
         flushed = log_end if clean else min(recovery_point, log_end)
+        remove_snapshot(path)  # made durable with the marker's removal, which syncs the directory
         remove_clean_marker(path)
         if not segments[-1].is_empty and now_ms is not None:
             segments[-1].rolling_base_ms = now_ms
-        return cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state)
+        opened = cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state)
+        opened._log_recovery(time.monotonic() - began)
+        return opened
+
+    def _write_producer_snapshot(self) -> None:
+        """At a clean close, so the next open need not scan every segment for the producer state. Only an
+        optimisation: a disk that refuses it costs that scan, never the clean-shutdown marker."""
+        try:
+            write_snapshot(self.directory, self.producer_state, self._log_end)
+        except OSError as exc:
+            log.warning("%s: cannot write the producer-state snapshot (%s); the next open scans the log for it",
+                        self.name, exc.strerror or exc)  # fmt: skip
+
+    def _log_recovery(self, seconds: float) -> None:
+        """One WARNING line per repair (truncation, unreadable range, rebuilt index), naming the partition."""
+        report = self.recovery_report
+        for event in report.events:
+            log.warning("%s: %s", self.name, event)
+        log.debug(
+            "%s: opened in %.1f ms after a%s shutdown, %d segments (%d from their indexes, %d CRC-checked), "
+            "offsets %d..%d, producer state %s",
+            self.name,
+            seconds * 1000,
+            " clean" if report.clean_shutdown else "n unclean",
+            len(self._segments),
+            len(report.trusted_segments),
+            len(report.validated_segments),
+            self._log_start,
+            self._log_end,
+            report.producer_state,
+        )
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -194,6 +248,12 @@ class PartitionLog:
 
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
+
+    def unreadable_ranges(self) -> list[tuple[int, int, int]]:
+        """``(first, last, next readable)`` offsets of every damaged range known so far (recovery finds some;
+        reads of segments a clean open trusted may find more)."""
+        holes: list[Hole] = [h for seg in self._segments for h in seg.holes if h.loses_offsets]
+        return [(h.first_offset, h.last_offset, h.next_offset) for h in holes]
 
     @property
     def segments(self) -> tuple[Segment, ...]:
@@ -322,6 +382,10 @@ class PartitionLog:
         Up to ``max_bytes``, but at least one whole batch when ``min_one_batch`` (so a consumer can always
         progress). ``max_offset`` is exclusive: only batches ending below it are returned (the broker
         passes the high watermark or last stable offset). Reading at the log end returns nothing.
+
+        Only batches whose framing is confirmed are returned (see `Segment.confirmed_prefix`): a read stops
+        before damage, and a read at an offset in a damaged range raises `CorruptRangeError` naming the
+        range and the next readable offset, never skipping it silently.
         """
         self._check_open()
         start, end = self._log_start, self._log_end
@@ -344,26 +408,20 @@ class PartitionLog:
         pos, first = found
         if first.last_offset >= upper:
             return self._empty(fetch_offset)
-        limit = seg.size
+        limit = seg.readable_end(pos)
         if upper < seg.next_offset:
-            cap = seg.locate(upper)
-            if cap is not None:
-                limit = cap[0]
+            with contextlib.suppress(CorruptRangeError):  # ``upper`` in a hole: the hole's start is the limit
+                cap = seg.locate(upper)
+                if cap is not None:
+                    limit = min(limit, cap[0])
         if first.size > max_bytes:
             if not min_one_batch:
                 return self._empty(fetch_offset)
             return ReadResult(seg.read(pos, first.size), first.next_offset, end, start)
-        data = seg.read(pos, min(max_bytes, limit - pos))
-        n = len(data)
-        p = last = 0
-        while True:
-            size = peek_size(data, p)
-            if size is None or p + size > n:
-                break
-            last = p
-            p += size
-        next_offset = parse_header(data, last).next_offset
-        return ReadResult(data if p == n else data[:p], next_offset, end, start)
+        want = min(max_bytes, limit - pos)
+        data = seg.read(pos, want)
+        n, next_offset = seg.confirmed_prefix(data, pos, want, limit, first)
+        return ReadResult(data if n == len(data) else data[:n], next_offset, end, start)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or above the log start whose timestamp is at least
@@ -376,8 +434,8 @@ class PartitionLog:
                 continue
             hint = seg.time_index.lookup(timestamp)
             from_offset = start if hint is None else max(hint, start)
-            pos = seg.offset_index.lookup(from_offset) if from_offset > seg.base_offset else 0
-            for batch_pos, h in BatchScan(seg.log_fd, pos, seg.size, validate_crc=False):
+            # A damaged range on the way raises: the answer may lie in it.
+            for batch_pos, h in seg.batches_from(from_offset):
                 if h.last_offset < start or h.max_timestamp < timestamp:
                     continue
                 if h.timestamp_type == 1:  # LogAppendTime: every record has the batch's timestamp
@@ -408,7 +466,7 @@ class PartitionLog:
                 best = (seg.offset_of_max_timestamp, seg.max_timestamp)
                 continue
             # The segment's maximum lies below the log start: find the maximum of what remains.
-            for _, h in BatchScan(seg.log_fd, seg.offset_index.lookup(start), seg.size, validate_crc=False):
+            for _, h in seg.batches_from(start):
                 if h.last_offset >= start and (best is None or h.max_timestamp > best[1]):
                     best = (h.last_offset, h.max_timestamp)
         return best
@@ -625,7 +683,7 @@ class PartitionLog:
         state = self.producer_state
         state.clear()
         for seg in self._segments:
-            for _, h in BatchScan(seg.log_fd, 0, seg.size, validate_crc=False):
+            for _, h in seg.iter_batches():
                 state.observe(h)
         state.truncate_head(self._log_start)
 
@@ -643,6 +701,7 @@ class PartitionLog:
                 self._flush_holding_flush_lock()
                 self._write_recovery_point(self._log_end)
                 write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
+                self._write_producer_snapshot()
                 write_clean_marker(self.directory)
             except (OSError, LogWriteError) as exc:
                 log.warning("%s closed without a clean-shutdown mark (%s): the next start recovers it", self.name,

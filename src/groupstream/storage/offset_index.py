@@ -6,9 +6,11 @@ position of the greatest entry at or below the target, from which a short header
 
 from __future__ import annotations
 
+import operator
 import struct
+import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from groupstream.storage.index_file import IndexFile
@@ -46,10 +48,51 @@ class OffsetIndex(IndexFile):
         i = bisect_right(self._rel, offset - self.base_offset) - 1
         return self._pos[i] if i >= 0 else 0
 
+    def position_before(self, position: int) -> int | None:
+        """The greatest entry position strictly below ``position``: where a scan can restart from."""
+        i = bisect_left(self._pos, position) - 1
+        return self._pos[i] if i >= 0 else None
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(absolute offset, position)`` of the last entry."""
+        return (self.base_offset + self._rel[-1], self._pos[-1]) if self._rel else None
+
+    def load_file(self, file_size: int) -> str | None:
+        """Take the entries from the file, as a clean open does instead of rescanning the log; returns why the
+        file cannot be trusted (the entries are then left empty). Cheap checks only: whole entries, no more
+        than ``segment.index.bytes`` allows, offsets and positions strictly increasing, positions inside the
+        log file. The caller checks that the last entry points at a batch header."""
+        self._reset_entries()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return f"{self.path.name} is missing"
+        if len(data) % _ENTRY.size:
+            return f"{self.path.name} holds {len(data)} bytes, not a whole number of {_ENTRY.size}-byte entries"
+        if len(data) // _ENTRY.size > self.max_entries:
+            return f"{self.path.name} holds more entries than segment.index.bytes allows"
+        both = array("i")
+        both.frombytes(data)
+        if sys.byteorder == "little":
+            both.byteswap()
+        rel, pos = both[0::2], both[1::2]
+        if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= file_size):
+            return f"{self.path.name} has entries outside the segment (log file of {file_size} bytes)"
+        if not all(map(operator.lt, rel, rel[1:])) or not all(map(operator.lt, pos, pos[1:])):
+            return f"{self.path.name} has entries that do not increase"
+        self._rel, self._pos = rel, pos
+        return None
+
     def entries(self) -> list[tuple[int, int]]:
         """``(absolute offset, position)`` pairs, for tests and tools."""
         return [(self.base_offset + r, p) for r, p in zip(self._rel, self._pos, strict=True)]
 
     def to_bytes(self) -> bytes:
-        pack = _ENTRY.pack
-        return b"".join(pack(r, p) for r, p in zip(self._rel, self._pos, strict=True))
+        both = array("i", bytes(_ENTRY.size * len(self._rel)))
+        both[0::2] = self._rel
+        both[1::2] = self._pos
+        if sys.byteorder == "little":
+            both.byteswap()
+        return both.tobytes()

@@ -1,8 +1,11 @@
 """Idempotent-producer state of one partition: per producer id, its epoch and its last five batches.
 
 The broker asks ``check`` before an append, appends, then calls ``update`` with the assigned offsets
-(``PartitionLog.append_checked`` does the three in order). The state is never persisted: ``PartitionLog``
-rebuilds it on open from the batch headers in the log, which is the only source of truth.
+(``PartitionLog.append_checked`` does the three in order). The log is the only source of truth: an open
+rebuilds the state from the batch headers in the log, except after a clean shutdown, when a clean close
+left a snapshot of it taken at the log end (`write_snapshot`; Kafka keeps ``<offset>.snapshot`` files for
+the same reason: so an open need not read every segment). A snapshot is used only if it is intact (version,
+CRC) and was taken at exactly the log end the open found; otherwise the headers are scanned as before.
 
 Rules, as Kafka applies them to client produce requests:
 
@@ -23,11 +26,19 @@ is always accepted.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import struct
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
 
 from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, iter_batches
+from groupstream.storage.checkpoint import PRODUCER_SNAPSHOT_FILE
+from groupstream.storage.fileio import atomic_write
 
 INT32_MAX = 2**31 - 1
 BATCHES_RETAINED = 5
@@ -194,3 +205,80 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self._producers.clear()
+
+
+# -- snapshot file -------------------------------------------------------------------------------------------
+#
+# Big-endian: magic "GSPS", version u16, CRC-32C u32 of everything after it; then the log end offset the state
+# belongs to (i64), the number of producers (i32), and per producer: id i64, epoch i16, last offset i64, the
+# number of retained batches i8, and per batch: first sequence i32, last sequence i32, first offset i64, last
+# offset i64.
+
+_MAGIC = b"GSPS"
+_SNAPSHOT_VERSION = 1
+_PREFIX = struct.Struct(">4sHI")
+_HEAD = struct.Struct(">qi")
+_PRODUCER = struct.Struct(">qhqb")
+_BATCH = struct.Struct(">iiqq")
+
+
+def encode_snapshot(state: ProducerStateManager, log_end_offset: int) -> bytes:
+    parts = [_HEAD.pack(log_end_offset, len(state.producers))]
+    for entry in state.producers.values():
+        parts.append(_PRODUCER.pack(entry.producer_id, entry.epoch, entry.last_offset, len(entry.batches)))
+        parts.extend(_BATCH.pack(b.first_sequence, b.last_sequence, b.first_offset, b.last_offset) for b in entry.batches)
+    body = b"".join(parts)
+    return _PREFIX.pack(_MAGIC, _SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+
+def decode_snapshot(data: bytes) -> tuple[int, ProducerStateManager]:
+    """``(log end offset, state)``; ValueError saying what is wrong with anything else."""
+    if len(data) < _PREFIX.size + _HEAD.size:
+        raise ValueError(f"{len(data)} bytes are too short for a snapshot")
+    magic, version, crc = _PREFIX.unpack_from(data)
+    if magic != _MAGIC or version != _SNAPSHOT_VERSION:
+        raise ValueError(f"not a version {_SNAPSHOT_VERSION} producer-state snapshot (magic {magic!r}, version {version})")
+    body = memoryview(data)[_PREFIX.size :]
+    if crc32c.crc32c(body) != crc:
+        raise ValueError("the snapshot fails its CRC check")
+    try:
+        log_end, count = _HEAD.unpack_from(body)
+        pos = _HEAD.size
+        state = ProducerStateManager()
+        for _ in range(count):
+            pid, epoch, last_offset, n = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            entry = ProducerEntry(pid, epoch, last_offset=last_offset)
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            state._producers[pid] = entry
+    except struct.error as exc:
+        raise ValueError(f"the snapshot is cut short: {exc}") from exc
+    if pos != len(body):
+        raise ValueError(f"{len(body) - pos} bytes follow the last producer")
+    return log_end, state
+
+
+def write_snapshot(directory: Path, state: ProducerStateManager, log_end_offset: int) -> None:
+    """Atomically, like the checkpoint files; a clean close writes it before the clean-shutdown marker."""
+    atomic_write(directory / PRODUCER_SNAPSHOT_FILE, encode_snapshot(state, log_end_offset))
+
+
+def read_snapshot(directory: Path) -> tuple[int, ProducerStateManager] | str:
+    """The snapshot in ``directory`` as ``(log end offset, state)``, or why there is none to use."""
+    try:
+        data = (directory / PRODUCER_SNAPSHOT_FILE).read_bytes()
+    except FileNotFoundError:
+        return "no snapshot"
+    try:
+        return decode_snapshot(data)
+    except ValueError as exc:
+        return f"unusable snapshot: {exc}"
+
+
+def remove_snapshot(directory: Path) -> None:
+    """An open removes the snapshot once read: the log changes from then on, and only the next clean close
+    may leave a new one. Not fsynced here: the clean marker's removal right after syncs the directory."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(directory / PRODUCER_SNAPSHOT_FILE)

@@ -3,24 +3,42 @@
 Files are named by the segment's base offset as ``%020d`` like Kafka's, so directory order is offset order.
 A segment keeps its state in memory (size, next offset, max timestamp, index arrays); that state is always
 derived from the log file by the same rule, whether by appends or by a rebuild scan, so a rebuilt segment
-is indistinguishable from one that was never closed.
+is indistinguishable from one that was never closed. A clean open takes it from the index files instead
+(`Segment.open_trusted`), checked cheaply against the log.
+
+Damage inside a segment that is not the last one is never cut off: it becomes a `Hole`, whose bytes stay on
+disk and whose offsets raise `CorruptRangeError` when read, while the intact batches around it stay readable.
+Holes are found by recovery, or later by a read that runs into bad framing a clean open did not scan.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import struct
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from groupstream.protocol.records.batch_header import HEADER_SIZE, BatchHeader
+from groupstream.protocol.errors import PeerProtocolError
+from groupstream.protocol.records.batch_header import (
+    HEADER_SIZE,
+    MAGIC_V2,
+    BatchHeader,
+    crc_ok,
+    parse_header,
+    peek_size,
+)
 from groupstream.storage.config import INT32_MAX, LogConfig
-from groupstream.storage.errors import LogWriteError
+from groupstream.storage.errors import CorruptRangeError, LogWriteError
 from groupstream.storage.fileio import open_rw, pread_upto, pwrite_all
 from groupstream.storage.offset_index import OffsetIndex
-from groupstream.storage.scan import BatchScan
+from groupstream.storage.scan import BatchScan, VerifiedScan, find_next_batch
 from groupstream.storage.time_index import NO_TIMESTAMP, TimeIndex
+
+log = logging.getLogger("groupstream.storage")
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -29,6 +47,25 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # (position of the batch inside the appended buffer, last offset, max timestamp, size)
 BatchPlacement = tuple[int, int, int, int]
+
+def _whole_batches(data: bytes, p: int, next_offset: int) -> tuple[int, int]:
+    """End of the whole batches in ``data`` from ``p`` (framing already confirmed), and the offset after them."""
+    n = len(data)
+    last = -1
+    while True:
+        size = peek_size(data, p)
+        if size is None or p + size > n:
+            break
+        last = p
+        p += size
+    return p, next_offset if last < 0 else parse_header(data, last).next_offset
+
+
+# The start of a v2 batch, as a read checks the framing of each batch it returns: base offset, batch length,
+# partition leader epoch, magic, CRC, attributes, last offset delta.
+_FRAME = struct.Struct(">qiibIhi")
+_MIN_BATCH_LENGTH = HEADER_SIZE - 12
+INT64_MAX = 2**63 - 1
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -46,9 +83,36 @@ def parse_file_name(name: str) -> tuple[int, str] | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Hole:
+    """Damaged bytes inside a segment and the offsets they held: kept on disk, unreadable, never skipped.
+
+    ``[start, end)`` are file positions: ``start`` is the first byte that is not an intact batch, ``end`` where
+    intact batches resume (the file size when none do). ``[first_offset, next_offset)`` are the offsets lost;
+    the range is empty when the damaged bytes lie past the segment's last offset.
+    """
+
+    start: int
+    end: int
+    first_offset: int
+    next_offset: int
+    reason: str
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    @property
+    def loses_offsets(self) -> bool:
+        return self.next_offset > self.first_offset
+
+
+@dataclass(frozen=True, slots=True)
 class RebuildResult:
     truncated_bytes: int
     error: str | None
+    holes: tuple[Hole, ...] = ()
+    trusted: bool = False  # the state came from the index files and a scan of the tail after their last entry
+    index_problem: str | None = None  # why a clean open could not take the state from the index files
 
 
 class Segment:
@@ -79,6 +143,11 @@ class Segment:
         self.flushed_gen = 0
         self.deleted = False
         self._torn = False  # a failed write left bytes past ``size`` that are not cut off yet
+        self.holes: list[Hole] = []  # in file order
+        # Framing below this position was never confirmed: a clean open trusted it without a scan. Reads
+        # confirm it as they go and remember where (``_confirmed``: disjoint ``[start, end)`` runs, sorted).
+        self.unverified_end = 0
+        self._confirmed: list[tuple[int, int]] = []
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> Segment:
@@ -135,9 +204,27 @@ class Segment:
         validate_crc: bool,
         min_offset: int,
         on_batch: Callable[[BatchHeader], None] | None = None,
+        upper: int | None = None,
+        crc_from_offset: int | None = None,
     ) -> RebuildResult:
-        """Rederive all state from the log file, truncating it at the first batch that is torn, corrupt or
-        out of offset order; index files are left alone until ``finish_rebuild``."""
+        """Rederive all state from the log file; index files are left alone until ``finish_rebuild``.
+
+        What damage (a torn, corrupt or out-of-order batch) means depends on where the segment sits. In the
+        last segment (``upper`` None) it is what a crash leaves: the file is truncated there. In an older one
+        (``upper`` = the next segment's base offset) the bytes are kept: the damage becomes a `Hole` and the
+        scan resumes at the next intact batch, so nothing that validates is lost. ``crc_from_offset`` checks
+        the CRCs of the batches ending at or past it only (``validate_crc`` checks all)."""
+        self._reset_state()
+        return self._scan_into_state(
+            0,
+            max(min_offset, self.base_offset),
+            validate_crc=validate_crc,
+            crc_from_offset=crc_from_offset,
+            upper=upper,
+            on_batch=on_batch,
+        )
+
+    def _reset_state(self) -> None:
         self.offset_index.start_rebuild()
         self.time_index.start_rebuild()
         self.size = 0
@@ -147,28 +234,159 @@ class Segment:
         self._bytes_since_index = 0
         self.indexes_full = False
         self.sealed = False
+        self.holes = []
+        self.unverified_end = 0
+        self._confirmed = []
+
+    def _scan_into_state(
+        self,
+        position: int,
+        expected: int,
+        *,
+        validate_crc: bool,
+        crc_from_offset: int | None,
+        upper: int | None,
+        on_batch: Callable[[BatchHeader], None] | None,
+        accounted: int | None = None,
+    ) -> RebuildResult:
+        """Observe every confirmed batch from ``position`` (where offset ``expected`` starts) to the end of the
+        file; damage is handled as `rebuild` describes. The batch at ``accounted`` is in the indexes already:
+        it is only confirmed and stepped over."""
         file_size = os.fstat(self.log_fd).st_size
-        expected = max(min_offset, self.base_offset)
-        scan = BatchScan(self.log_fd, 0, file_size, validate_crc=validate_crc)
-        error: str | None = None
-        for pos, h in scan:
-            if h.base_offset < expected:
-                error = f"batch at {pos} has base offset {h.base_offset}, expected at least {expected}"
+        limit = self.base_offset + INT32_MAX + 1  # offsets relative to the base are int32 in the indexes
+        if upper is not None:
+            limit = min(limit, upper)
+        first_error: str | None = None
+        holes: list[Hole] = []
+        while True:
+            scan = VerifiedScan(
+                self.log_fd,
+                position,
+                file_size,
+                expected=expected,
+                upper=limit,
+                validate_crc=validate_crc,
+                crc_from_offset=crc_from_offset,
+            )
+            for pos, h in scan:
+                if pos == accounted:
+                    self.size, self.next_offset, self._bytes_since_index = pos + h.size, h.next_offset, h.size
+                else:
+                    self._observe(pos, h.last_offset, h.max_timestamp, h.size)
+                if on_batch is not None:
+                    on_batch(h)
+            if scan.damage is None:
                 break
-            if h.last_offset - self.base_offset > INT32_MAX:
-                error = f"batch at {pos} ends at offset {h.last_offset}, beyond this segment's int32 range"
+            at, expected, why = scan.damage
+            first_error = first_error or why
+            if upper is None:
+                os.ftruncate(self.log_fd, at)
+                self.size = at
+                self.write_gen += 1
+                return RebuildResult(file_size - at, why, tuple(holes))
+            hole = self._resync(at, file_size, expected, limit, why)
+            holes.append(hole)
+            self.holes.append(hole)
+            self.size = hole.end
+            if hole.end >= file_size:
+                self.next_offset = max(self.next_offset, hole.next_offset)
                 break
-            self._observe(pos, h.last_offset, h.max_timestamp, h.size)
-            if on_batch is not None:
-                on_batch(h)
-            expected = h.next_offset
-        else:
-            error = scan.error
-        truncated = file_size - self.size
-        if truncated:
-            os.ftruncate(self.log_fd, self.size)
-            self.write_gen += 1
-        return RebuildResult(truncated, error)
+            position, expected = hole.end, hole.next_offset
+        return RebuildResult(0, first_error, tuple(holes))
+
+    def _resync(self, at: int, end: int, expected: int, upper: int, why: str) -> Hole:
+        """The hole that damage at ``at`` makes: up to the next intact batch with offsets in
+        ``[expected, upper)`` before ``end``, or up to ``end`` (and offset ``upper``) when there is none."""
+        found = find_next_batch(self.log_fd, at, end, expected, upper)
+        if found is None:
+            return Hole(at, end, expected, max(upper, expected), why)
+        return Hole(at, found[0], expected, found[1].base_offset, why)
+
+    def open_trusted(self, *, upper: int | None, crc_from_offset: int) -> RebuildResult:
+        """After a clean shutdown: take the state from the index files plus a header scan of the tail after
+        their last entry, instead of scanning the whole file (a sealed segment costs two small file reads
+        and a few batch headers, whatever its size).
+
+        The index files are checked cheaply first (whole entries, increasing, inside the file, the last offset
+        entry at a batch header holding that offset, the last time entry at a batch with that timestamp, the
+        sealing entry present); if anything fails, the whole segment is scanned instead. Batches ending at or
+        past ``crc_from_offset`` (the recovery point) get their CRCs checked: they were not known durable.
+        Damage in the scanned tail (the batch the last entry names included) is handled as in `rebuild`,
+        which then rescans the whole segment."""
+        self._reset_state()
+        problem = self._load_indexes(upper)
+        first: RebuildResult | None = None
+        if problem is None:
+            entry = self.offset_index.last_entry
+            first = self._scan_into_state(
+                self.size,
+                self.next_offset,
+                validate_crc=False,
+                crc_from_offset=crc_from_offset,
+                upper=upper,
+                on_batch=None,
+                accounted=None if entry is None else entry[1],
+            )
+            if first.error is None:
+                problem = self._check_time_index(sealed=upper is not None)
+                if problem is None:
+                    self.unverified_end = 0 if entry is None else entry[1]
+                    return replace(first, trusted=True)
+        result = self.rebuild(validate_crc=False, min_offset=self.base_offset, upper=upper, crc_from_offset=crc_from_offset)
+        if first is not None and first.truncated_bytes:
+            result = replace(result, truncated_bytes=first.truncated_bytes + result.truncated_bytes,
+                             error=first.error)  # fmt: skip
+        return replace(result, index_problem=problem)
+
+    def _load_indexes(self, upper: int | None) -> str | None:
+        """Load both index files and set the state as it stands before the batch the last offset entry names
+        (whose extent the tail scan confirms); returns why the files cannot be trusted."""
+        file_size = os.fstat(self.log_fd).st_size
+        problem = self.offset_index.load_file(file_size) or self.time_index.load_file()
+        if problem is not None:
+            return problem
+        entry = self.offset_index.last_entry
+        timed = self.time_index.last_entry
+        if entry is not None:
+            offset, position = entry
+            head = pread_upto(self.log_fd, HEADER_SIZE, position)
+            try:
+                h = parse_header(head)
+            except PeerProtocolError as exc:
+                return f"the last entry of {self.offset_index.path.name} points at byte {position}: {exc}"
+            if h.last_offset != offset or position + h.size > file_size:
+                return (f"the last entry of {self.offset_index.path.name} names offset {offset} at byte {position}, "
+                        f"where a batch of offsets {h.base_offset}..{h.last_offset} ({h.size} bytes) starts")  # fmt: skip
+            if upper is not None and h.last_offset >= upper:
+                return f"{self.offset_index.path.name} names offset {offset}, past the next segment's base {upper}"
+            if h.max_timestamp > (NO_TIMESTAMP if timed is None else timed[0]):
+                return f"{self.time_index.path.name} misses the timestamp {h.max_timestamp} of offset {offset}"
+            self.size = position
+            self.next_offset = h.base_offset
+        if timed is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = timed
+        self.indexes_full = self.offset_index.is_full or self.time_index.is_full
+        return None
+
+    def _check_time_index(self, *, sealed: bool) -> str | None:
+        """Once the tail is scanned: the time index's last entry must name a batch of this segment holding
+        that timestamp, and in a sealed segment it must be the largest (sealing writes it)."""
+        name = self.time_index.path.name
+        timed = self.time_index.last_entry
+        largest = NO_TIMESTAMP if timed is None else timed[0]
+        if sealed and self.max_timestamp != largest:
+            return f"{name} lacks the segment's largest timestamp {self.max_timestamp}, which sealing records"
+        if timed is None:
+            return None
+        timestamp, offset = timed
+        if offset >= self.next_offset:
+            return f"the last entry of {name} names offset {offset}, past the segment's last offset {self.next_offset - 1}"
+        for _, h in BatchScan(self.log_fd, self.offset_index.lookup(offset), self.size, validate_crc=False):
+            if h.last_offset >= offset:
+                if h.last_offset == offset and h.max_timestamp == timestamp:
+                    return None
+                break
+        return f"the last entry of {name} ({timestamp}, {offset}) does not match the batch holding offset {offset}"
 
     def finish_rebuild(self, *, seal: bool) -> list[Path]:
         """Seal if inactive, then make the index files match memory; returns the files rewritten."""
@@ -231,26 +449,246 @@ class Segment:
 
     def locate(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is at or past ``offset``: the batch containing it, which may
-        start below it (a compressed batch) or, across a gap, the next one."""
+        start below it (a compressed batch) or, across a gap, the next one.
+
+        The batch's extent is confirmed (see `VerifiedScan`), so a corrupt length field is never handed on.
+        Damage met on the way becomes a hole first; an offset in a hole raises `CorruptRangeError`."""
         if offset >= self.next_offset:
             return None
+        start, expected, exact, end = self._window(offset)
+        while True:
+            scan = VerifiedScan(
+                self.log_fd,
+                start,
+                end,
+                expected=expected,
+                upper=self.next_offset,
+                chunk=self._locate_chunk,
+                confirmed_from=self.unverified_end,
+            )
+            for pos, h in scan:
+                if h.last_offset >= offset:
+                    return pos, h
+            if scan.damage is None:
+                return None
+            at, first_offset, why = scan.damage
+            if at == start and not exact:  # the offset that starts there is unknown: begin further back
+                start, expected, exact = self._anchor_before(start)
+                continue
+            self._add_hole(at, first_offset, why)
+            start, expected, exact, end = self._window(offset)
+
+    def _window(self, offset: int) -> tuple[int, int, bool, int]:
+        """Where a scan for ``offset`` starts and ends: ``(start position, offset expected there, whether that
+        offset is exact rather than a lower bound, end position)``, stepping over holes; raises
+        `CorruptRangeError` when ``offset`` lies in one."""
         start = self.offset_index.lookup(offset)
-        for pos, h in BatchScan(self.log_fd, start, self.size, validate_crc=False, chunk=self._locate_chunk):
-            if h.last_offset >= offset:
-                return pos, h
-        return None
+        expected, exact, end = self.base_offset, start == 0, self.size
+        for hole in self.holes:
+            if offset >= hole.next_offset:
+                if hole.end >= start:
+                    start, expected, exact = hole.end, hole.next_offset, True
+            elif offset >= hole.first_offset:
+                raise self.corrupt_range_error(hole)
+            else:
+                end = min(end, hole.start)
+                break
+        return start, expected, exact, end
+
+    def _anchor_before(self, position: int) -> tuple[int, int, bool]:
+        """The nearest place before ``position`` a scan can start from: an index entry (its first offset known
+        only as at least the base), or, exactly, the segment start or the end of a hole."""
+        best = (0, self.base_offset, True)
+        for hole in self.holes:
+            if best[0] <= hole.end < position:
+                best = (hole.end, hole.next_offset, True)
+        entry = self.offset_index.position_before(position)
+        if entry is not None and entry > best[0]:
+            best = (entry, self.base_offset, False)
+        return best
+
+    def _add_hole(self, at: int, expected: int, why: str) -> Hole:
+        """Record damage found after the segment was opened (a clean open does not scan below its last index
+        entries): resynchronise on the next intact batch before the next hole, or merge with that hole."""
+        following = next((h for h in self.holes if h.start > at), None)
+        end = self.size if following is None else following.start
+        upper = self.next_offset if following is None else following.first_offset
+        hole = self._resync(at, end, expected, upper, why)
+        if following is not None and hole.end == following.start:
+            self.holes.remove(following)
+            hole = Hole(at, following.end, expected, following.next_offset, f"{why}; then {following.reason}")
+        self.holes.append(hole)
+        self.holes.sort(key=lambda h: h.start)
+        log.warning(
+            "%s: damage found in %s at byte %d: %s; %s",
+            self.directory.name,
+            self.log_path.name,
+            at,
+            why,
+            f"offsets {hole.first_offset}..{hole.last_offset} are unreadable (bytes {hole.start}..{hole.end} kept on "
+            f"disk); the next readable offset is {hole.next_offset}"
+            if hole.loses_offsets
+            else f"bytes {hole.start}..{hole.end} held no offsets (kept on disk)",
+        )
+        return hole
+
+    def corrupt_range_error(self, hole: Hole) -> CorruptRangeError:
+        return CorruptRangeError(
+            self.directory.name,
+            hole.first_offset,
+            hole.last_offset,
+            hole.next_offset,
+            f"{hole.reason}; bytes {hole.start}..{hole.end} of {self.log_path.name}",
+        )
+
+    def readable_end(self, position: int) -> int:
+        """Where the intact bytes from ``position`` end: the next hole's start, else the segment's size."""
+        for hole in self.holes:
+            if hole.start >= position:
+                return hole.start
+        return self.size
+
+    def _walk(self, position: int, expected: int, *, skip_holes: bool) -> Iterator[tuple[int, BatchHeader]]:
+        while position < self.size:
+            hole = next((h for h in self.holes if h.start >= position), None)
+            scan = VerifiedScan(
+                self.log_fd,
+                position,
+                self.size if hole is None else hole.start,
+                expected=expected,
+                upper=self.next_offset,
+                confirmed_from=self.unverified_end,
+            )
+            yield from scan
+            if scan.damage is not None:
+                hole = self._add_hole(*scan.damage)
+            if hole is None:
+                return
+            if hole.loses_offsets and not skip_holes:
+                raise self.corrupt_range_error(hole)
+            position, expected = hole.end, hole.next_offset
+
+    def batches_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Every batch from the one `locate` finds for ``offset`` to the end of the segment, framing confirmed.
+        Reaching a hole that lost offsets raises `CorruptRangeError`: what it held is unknown."""
+        found = self.locate(offset)
+        if found is not None:
+            yield from self._walk(found[0], found[1].base_offset, skip_holes=False)
+
+    def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Every intact batch of the segment, stepping over holes (rebuilding producer state needs all it can
+        read); damage met on the way becomes a hole."""
+        yield from self._walk(0, self.base_offset, skip_holes=True)
+
+    def confirmed_prefix(self, data: bytes, position: int, want: int, limit: int, first: BatchHeader) -> tuple[int, int]:
+        """How many leading bytes of ``data`` (read at ``position``; its first batch is ``first``, confirmed by
+        `locate`) are whole batches with confirmed framing, at most ``want``; and the offset after them.
+
+        Framing this process wrote or scanned is confirmed already. Below ``unverified_end`` (what a clean open
+        trusted without a scan) each batch's end is confirmed by the header that follows it (magic 2, a
+        possible length, offsets rising, inside ``limit``; read separately when ``data`` ends first) or by
+        reaching ``limit``; when that header does not check out, by the batch's own CRC. One struct unpack
+        per batch. Damage found this way becomes a hole; the bytes before it are returned."""
+        unverified = self.unverified_end - position
+        if unverified <= 0 or self._was_confirmed(position, position + len(data)):
+            return _whole_batches(data, 0, first.base_offset)
+        done, done_next = self._check_frames(data, position, want, limit, first, unverified)
+        if done:
+            self._remember_confirmed(position, position + done)
+        return done, done_next
+
+    def _was_confirmed(self, start: int, end: int) -> bool:
+        i = bisect_right(self._confirmed, (start, INT64_MAX)) - 1
+        return i >= 0 and self._confirmed[i][1] >= end
+
+    def _remember_confirmed(self, start: int, end: int) -> None:
+        runs = self._confirmed
+        i = bisect_right(runs, (start, INT64_MAX))
+        if i > 0 and runs[i - 1][1] >= start:  # touches the run before it
+            i -= 1
+            start = runs[i][0]
+        j = i
+        while j < len(runs) and runs[j][0] <= end:
+            end = max(end, runs[j][1])
+            j += 1
+        runs[i:j] = [(start, end)]
+
+    def _check_frames(
+        self, data: bytes, position: int, want: int, limit: int, first: BatchHeader, unverified: int
+    ) -> tuple[int, int]:
+        region = limit - position
+        n = len(data)
+        frame = _FRAME.unpack_from
+        last_offset = self.next_offset - 1
+        # Below ``easy`` the header after a batch lies in ``data``, inside the region and the unverified part.
+        easy = min(want, n, region, unverified) - HEADER_SIZE
+        done, done_next = 0, first.base_offset
+        p, size, expected_here, next_here, confirmed = 0, first.size, first.base_offset, first.next_offset, True
+        while True:
+            e = p + size
+            if e <= easy:  # the common case, kept short: one unpack and one test per batch
+                base, length, _, magic, _, _, delta = frame(data, e)
+                if (
+                    magic == MAGIC_V2
+                    and length >= _MIN_BATCH_LENGTH
+                    and next_here <= base <= base + delta <= last_offset
+                    and e + 12 + length <= region
+                ):
+                    done, done_next, expected_here = e, next_here, next_here
+                    p, size, next_here, confirmed = e, 12 + length, base + delta + 1, False
+                    continue
+            if e > want:
+                return done, done_next
+            if e == region:
+                return e, next_here
+            if e == unverified:  # the part the open scanned, or this process wrote, starts here
+                return _whole_batches(data, e, next_here)
+            bad: str | None = None
+            buf, at = (data, e) if e + HEADER_SIZE <= n else (self.read(position + e, HEADER_SIZE), 0)
+            if e > unverified:
+                bad = f"batch at {position + p} claims {size} bytes, across the batch at {self.unverified_end}"
+            elif e + HEADER_SIZE > region or len(buf) - at < HEADER_SIZE:
+                bad = f"{region - e} bytes at {position + e} are shorter than a batch header"
+            else:
+                base, length, _, magic, _, _, delta = frame(buf, at)
+                if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or delta < 0:
+                    bad = f"no batch header at {position + e} (magic {magic}, length {length})"
+                elif base < next_here or base + delta >= self.next_offset:
+                    bad = f"batch at {position + e} holds offsets {base}..{base + delta}, expected from {next_here}"
+                elif e + 12 + length > region:
+                    bad = f"batch at {position + e} claims {12 + length} bytes but only {region - e} remain"
+            if bad is None:
+                done, done_next = e, next_here
+                p, size, expected_here, next_here, confirmed = e, 12 + length, next_here, base + delta + 1, False
+                continue
+            if confirmed or crc_ok(data, p, parse_header(data, p)):
+                self._add_hole(position + e, next_here, bad)
+                return e, next_here
+            self._add_hole(
+                position + p,
+                expected_here,
+                f"batch at {position + p} fails its CRC check over the {size} bytes its length field claims, and "
+                f"what follows it is no batch ({bad})",
+            )
+            return done, done_next
 
     def read(self, position: int, size: int) -> bytes:
         return pread_upto(self.log_fd, size, position)
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose last offset is at or past ``offset``; returns bytes removed."""
-        found = self.locate(offset)
-        if found is None:
+        """Remove every batch whose last offset is at or past ``offset``; returns bytes removed. An offset in a
+        hole cuts at the hole's start; holes before the cut stay holes."""
+        try:
+            found = self.locate(offset)
+            cut = None if found is None else found[0]
+        except CorruptRangeError:
+            cut = next(h.start for h in self.holes if h.first_offset <= offset < h.next_offset)
+        if cut is None:
             return 0
         before = self.size
-        os.ftruncate(self.log_fd, found[0])
-        self.rebuild(validate_crc=False, min_offset=self.base_offset)
+        keep_holes = any(h.start < cut for h in self.holes)
+        os.ftruncate(self.log_fd, cut)
+        self.rebuild(validate_crc=False, min_offset=self.base_offset, upper=offset if keep_holes else None)
         self.finish_rebuild(seal=False)
         self.write_gen += 1
         return before - self.size

@@ -7,7 +7,9 @@ makes "start scanning at the greatest entry not above the target" correct.
 
 from __future__ import annotations
 
+import operator
 import struct
+import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
@@ -55,10 +57,63 @@ class TimeIndex(IndexFile):
         i = bisect_right(self._ts, timestamp) - 1
         return self.base_offset + self._rel[i] if i >= 0 else None
 
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(timestamp, absolute offset)`` of the last entry."""
+        return (self._ts[-1], self.base_offset + self._rel[-1]) if self._ts else None
+
+    def load_file(self) -> str | None:
+        """Take the entries from the file (a clean open); returns why the file cannot be trusted (the entries
+        are then left empty). Cheap checks only: whole entries, timestamps strictly increasing, offsets not
+        decreasing and not below the base; the caller checks them against the log."""
+        self._reset_entries()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return f"{self.path.name} is missing"
+        if len(data) % _ENTRY.size:
+            return f"{self.path.name} holds {len(data)} bytes, not a whole number of {_ENTRY.size}-byte entries"
+        if len(data) // _ENTRY.size > self.max_entries + 1:  # + the entry sealing adds
+            return f"{self.path.name} holds more entries than segment.index.bytes allows"
+        ts, rel = _split(data)
+        if rel and rel[0] < 0:
+            return f"{self.path.name} has an entry below the segment's base offset"
+        if not all(map(operator.lt, ts, ts[1:])) or not all(map(operator.le, rel, rel[1:])):
+            return f"{self.path.name} has entries that do not increase"
+        self._ts, self._rel = ts, rel
+        return None
+
     def entries(self) -> list[tuple[int, int]]:
         """``(timestamp, absolute offset)`` pairs, for tests and tools."""
         return [(t, self.base_offset + r) for t, r in zip(self._ts, self._rel, strict=True)]
 
     def to_bytes(self) -> bytes:
-        pack = _ENTRY.pack
-        return b"".join(pack(t, r) for t, r in zip(self._ts, self._rel, strict=True))
+        ts, rel = array("q", self._ts), array("i", self._rel)
+        if sys.byteorder == "little":
+            ts.byteswap()
+            rel.byteswap()
+        tsb, relb = ts.tobytes(), rel.tobytes()
+        out = bytearray(_ENTRY.size * len(ts))
+        for k in range(8):  # interleave in C: byte k of every timestamp, then of every offset
+            out[k::12] = tsb[k::8]
+        for k in range(4):
+            out[8 + k :: 12] = relb[k::4]
+        return bytes(out)
+
+
+def _split(data: bytes) -> tuple[array[int], array[int]]:
+    """The timestamps and relative offsets of whole 12-byte entries (the inverse of `TimeIndex.to_bytes`)."""
+    n = len(data) // _ENTRY.size
+    tsb, relb = bytearray(8 * n), bytearray(4 * n)
+    for k in range(8):
+        tsb[k::8] = data[k::12]
+    for k in range(4):
+        relb[k::4] = data[8 + k :: 12]
+    ts, rel = array("q"), array("i")
+    ts.frombytes(tsb)
+    rel.frombytes(relb)
+    if sys.byteorder == "little":
+        ts.byteswap()
+        rel.byteswap()
+    return ts, rel

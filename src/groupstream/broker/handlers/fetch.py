@@ -2,22 +2,45 @@
 
 Fetch sessions (KIP-227) are declined by answering session id 0, so every fetch is a full fetch; librdkafka and
 aiokafka never ask for one and the Java client falls back to full fetches.
+
+A fetch at offsets whose bytes on disk are damaged (`CorruptRangeError`) is answered CORRUPT_MESSAGE for that
+partition alone, as Kafka answers a batch that fails its checks: the Java consumer raises a KafkaException,
+librdkafka reports a consumer error, and either can seek past the range. The protocol carries no message for a
+partition error, so the broker logs one WARNING per range naming the partition, the offsets and the next
+readable offset, which is where the consumer must seek to go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.storage.errors import OffsetOutOfRange
+from groupstream.storage.errors import CorruptRangeError, LogOfflineError, OffsetOutOfRange
+from groupstream.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
 
+log = logging.getLogger("groupstream.broker.fetch")
+
 READ_COMMITTED = 1
+
+# The damaged ranges already reported, per partition log (a reopened log starts over).
+_warned: weakref.WeakKeyDictionary[PartitionLog, set[tuple[int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _warn_once(plog: PartitionLog, exc: CorruptRangeError) -> None:
+    seen = _warned.setdefault(plog, set())
+    key = (exc.first_offset, exc.last_offset)
+    if key not in seen:
+        seen.add(key)
+        log.warning("fetch answered CORRUPT_MESSAGE: %s; a consumer that accepts the loss seeks to %d", exc,
+                    exc.next_offset)  # fmt: skip
 
 
 @handles("Fetch")
@@ -73,6 +96,13 @@ def _collect(broker: Broker, request: Request) -> tuple[Any, int, list[tuple[str
                     records = result.records
             except OffsetOutOfRange:
                 code = ErrorCode.OFFSET_OUT_OF_RANGE
+                failed = True
+            except CorruptRangeError as exc:
+                _warn_once(plog, exc)
+                code = ErrorCode.CORRUPT_MESSAGE
+                failed = True
+            except LogOfflineError:  # a failed fsync: the partition serves nothing until a restart
+                code = ErrorCode.KAFKA_STORAGE_ERROR
                 failed = True
             n = len(records)
             total += n

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.storage.errors import CorruptRangeError
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
+
+log = logging.getLogger("groupstream.broker")
 
 LATEST = -1
 EARLIEST = -2
@@ -47,16 +51,18 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 offset = plog.log_start_offset
             elif ts == LATEST_TIERED:
                 offset = -1
-            elif ts == MAX_TIMESTAMP:
-                found = plog.max_timestamp_offset()
-                if found is not None:
-                    offset, timestamp = found
-            elif ts < 0:
+            elif ts < 0 and ts != MAX_TIMESTAMP:
                 parts.append(PR(partition_index=idx, error_code=ErrorCode.INVALID_REQUEST, timestamp=-1,
                                 offset=-1, leader_epoch=-1))
                 continue
             else:
-                found = plog.offset_for_timestamp(ts)
+                try:  # a search by timestamp may run into a damaged range, where the answer may lie
+                    found = plog.max_timestamp_offset() if ts == MAX_TIMESTAMP else plog.offset_for_timestamp(ts)
+                except CorruptRangeError as exc:
+                    log.warning("ListOffsets for timestamp %d answered CORRUPT_MESSAGE: %s", ts, exc)
+                    parts.append(PR(partition_index=idx, error_code=ErrorCode.CORRUPT_MESSAGE, timestamp=-1,
+                                    offset=-1, leader_epoch=-1))
+                    continue
                 if found is not None:
                     offset, timestamp = found
             parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
