@@ -3,6 +3,7 @@ request split and merge, failed writes, and `__consumer_offsets` as an internal 
 
 from __future__ import annotations
 
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,32 @@ def test_a_restart_replays_every_shard(tmp_path: Path) -> None:
             assert committed(fetch(conn, g, "t", [0])) == {0: 100 * i + 2}
             shard = lb.runtime.shard(partition_for(g, N))
             assert shard.loaded and len(shard.replayed) == 3
+
+
+def test_a_damaged_range_in_the_offsets_topic_costs_only_its_own_records(tmp_path: Path) -> None:
+    """A corrupted batch in an older segment of a shard's partition: the shard still loads (a refusal would
+    lose every group in it), skipping only the unreadable offsets, and says so at WARNING."""
+    group = "damaged-1"
+    p = partition_for(group, N)
+    with LoopBroker(tmp_path, scripted(), **{"offsets.topic.segment.bytes": "4096"}).start() as lb:
+        conn = lb.connect()
+        for rnd in range(120):
+            commit(conn, group, "t", {rnd % 4: rnd})
+    pdir = tmp_path / f"__consumer_offsets-{p}"
+    segments = sorted(pdir.glob("*.log"))
+    assert len(segments) >= 3, "the commits did not span three segments"
+    victim = segments[1]
+    data = bytearray(victim.read_bytes())
+    first_len = struct.unpack_from(">i", data, 8)[0]
+    second = 12 + first_len  # damage the length field of the segment's second batch
+    struct.pack_into(">i", data, second + 8, 0x7FFF0000)
+    victim.write_bytes(bytes(data))
+    with LoopBroker(tmp_path, scripted(), **{"offsets.topic.segment.bytes": "4096"}).start() as lb:
+        wait_until(lambda: lb.runtime.status(p) is ShardStatus.ACTIVE, what="the damaged shard to load")
+        replayed = len(lb.runtime.shard(p).replayed)
+        assert 100 <= replayed < 120, f"{replayed} of 120 commit records replayed"
+        conn = lb.connect()
+        assert committed(fetch(conn, group, "t", [0, 1, 2, 3])) == {0: 116, 1: 117, 2: 118, 3: 119}
 
 
 def test_requests_get_load_in_progress_while_loading_never_a_partial_answer(tmp_path: Path) -> None:

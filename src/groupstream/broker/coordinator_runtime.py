@@ -50,7 +50,13 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.group_records import decode_record, encode_record
 from groupstream.protocol.records import BatchBuilder, iter_record_batches
-from groupstream.storage.errors import LogWriteError, OffsetOutOfRange, RecordTooLargeError, StorageError
+from groupstream.storage.errors import (
+    CorruptRangeError,
+    LogWriteError,
+    OffsetOutOfRange,
+    RecordTooLargeError,
+    StorageError,
+)
 from groupstream.storage.log import PartitionLog
 
 if TYPE_CHECKING:
@@ -261,6 +267,15 @@ class CoordinatorRuntime:
                     if plog.log_start_offset <= offset:
                         raise
                     offset = plog.log_start_offset
+                    continue
+                except CorruptRangeError as exc:
+                    # Damaged bytes on disk: the records in them are gone whatever we do, and refusing the
+                    # shard would also lose every group around them. Load the rest, and say what was skipped.
+                    log.warning("coordinator for %s-%d skips unreadable offsets %d..%d while loading: %s",
+                                self.topic, host.partition, exc.first_offset, exc.last_offset, exc)
+                    if exc.next_offset <= offset:
+                        raise
+                    offset = exc.next_offset
                     continue
                 if not chunk.records:
                     break
