@@ -9,6 +9,9 @@ sit on different nodes and every request must find its way to the right one.
 - Our Admin: cluster and topic descriptions (replicas, ISR, leaders spread), configs, partitions added,
   records deleted below an offset on each leader, list offsets, group offsets altered, listed, deleted, and
   groups listed, described and deleted on their coordinators.
+- Our CLI bootstrapped from one node: ``topics create|list|describe`` (three replicas, all in sync) and
+  ``groups list|describe`` (offsets, ``--members --verbose``, ``--state`` with the coordinator Kafka chose) of
+  a live KIP-848 group of our consumers, whose ``reset-offsets`` is refused while it has members.
 """
 
 from __future__ import annotations
@@ -16,71 +19,24 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
-from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from apache_helpers import confluent_read, create_topic, unique
 
 from groupstream import Consumer, Producer
 from groupstream.client.admin import Admin, ConsumerGroupDescription, NewTopic
 from groupstream.client.producer import RecordMetadata
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import groupstream_command
-from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records, position
+from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_apache, pytest.mark.compat]
 
 Cluster = ApacheKafkaCluster | ExternalKafkaCluster
 PARTITIONS = 6
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """With the cluster's default replication factor (3), visible with leaders and full ISRs everywhere."""
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, partitions)])
-
-        def ready() -> bool:
-            t = admin.list_topics().get(topic)
-            return (
-                t is not None
-                and t.partition_count == partitions
-                and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in t.partitions)
-            )
-
-        wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
-
-
-def confluent_read(
-    bootstrap: str, topic: str, partitions: int, expected: int
-) -> tuple[list[Consumed], dict[int, int]]:
-    """Everything in ``topic`` from offset 0 with confluent-kafka, plus one short poll that must add nothing."""
-    consumer = ConfluentConsumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
-    )
-    try:
-        tps = [ConfluentTopicPartition(topic, p) for p in range(partitions)]
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
-        got: list[Consumed] = []
-        deadline = time.monotonic() + 60
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                assert m.error() is None, f"consume error: {m.error()}"
-                got.append(Consumed(*position(m), m.key(), m.value()))
-        got += [
-            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
-        ]
-        return got, ends
-    finally:
-        consumer.close()
 
 
 @pytest.fixture

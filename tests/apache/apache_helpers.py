@@ -1,0 +1,134 @@
+"""What the Apache Kafka test modules share: topics with every replica in sync, an independent reader
+(confluent-kafka) of what a topic holds, and a feeder thread that keeps our idempotent producer writing while
+nodes die and leaderships move."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import Future
+
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from groupstream import Producer
+from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.producer import RecordMetadata
+from support.compat import Acked, Consumed, position
+from support.waiting import wait_until
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """With the cluster's default replication factor (3), visible with leaders and full ISRs everywhere."""
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions)])
+
+        def ready() -> bool:
+            t = admin.list_topics().get(topic)
+            return (
+                t is not None
+                and t.partition_count == partitions
+                and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in t.partitions)
+            )
+
+        wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
+
+
+def confluent_read(
+    bootstrap: str, topic: str, partitions: int, expected: int
+) -> tuple[list[Consumed], dict[int, int]]:
+    """Everything in ``topic`` from offset 0 with confluent-kafka (a reader that is not ours), plus one short
+    poll that must add nothing; and the high watermarks."""
+    consumer = ConfluentConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+    )
+    try:
+        tps = [ConfluentTopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[Consumed] = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                assert m.error() is None, f"consume error: {m.error()}"
+                got.append(Consumed(*position(m), m.key(), m.value()))
+        got += [
+            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
+        ]
+        return got, ends
+    finally:
+        consumer.close()
+
+
+class Feeder(threading.Thread):
+    """Our idempotent ``acks=all`` Producer writing keyed, uniquely valued records, ``chunk`` every
+    ``pace_s`` seconds, until ``stop()``; then it flushes. ``sent`` and the futures are in send order."""
+
+    def __init__(self, bootstrap: str, topic: str, *, chunk: int = 100, pace_s: float = 0.05) -> None:
+        super().__init__(name=f"feeder-{topic}", daemon=True)
+        self.topic, self.chunk, self.pace_s = topic, chunk, pace_s
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+             "reconnect.backoff.max.ms": 500, "retry.backoff.max.ms": 500}
+        )  # fmt: skip
+        self.sent: list[tuple[bytes, bytes]] = []
+        self.futures: list[Future[RecordMetadata]] = []
+        self.done: list[RecordMetadata] = []  # appended by the producer's network thread as acks arrive
+        self.failures: list[BaseException] = []
+        self._stop_event = threading.Event()
+        self.left_unflushed: int | None = None
+
+    def _on_done(self, f: Future[RecordMetadata]) -> None:
+        e = f.exception()
+        if e is None:
+            self.done.append(f.result())
+        else:
+            self.failures.append(e)
+
+    def run(self) -> None:
+        try:
+            i = 0
+            while not self._stop_event.is_set():
+                for _ in range(self.chunk):
+                    key, value = f"k{i % 53}".encode(), f"{self.topic}|{i:08d}".encode()
+                    f = self.producer.produce(self.topic, value, key=key)
+                    f.add_done_callback(self._on_done)
+                    self.sent.append((key, value))
+                    self.futures.append(f)
+                    i += 1
+                self._stop_event.wait(self.pace_s)  # the feed's pace, not a wait for a condition
+            self.left_unflushed = self.producer.flush(120)
+        except BaseException as e:
+            self.failures.append(e)
+        finally:
+            self.producer.close(10)
+
+    def stop(self, timeout: float = 150) -> None:
+        self._stop_event.set()
+        self.join(timeout)
+        assert not self.is_alive(), "the feeder did not finish flushing"
+
+    def acked_on(self, partition: int) -> int:
+        return sum(1 for md in list(self.done) if md.partition == partition)
+
+    def last_acked_offset(self, partition: int) -> int:
+        return max((md.offset for md in list(self.done) if md.partition == partition), default=-1)
+
+    def acked(self) -> list[Acked]:
+        """Every record's acknowledgement, after ``stop()`` (all futures are done then)."""
+        return [
+            Acked(f.result(0).partition, f.result(0).offset, k, v)
+            for f, (k, v) in zip(self.futures, self.sent, strict=True)
+        ]
+
+    def check_all_acknowledged(self) -> None:
+        assert not self.failures, f"{len(self.failures)} records failed, e.g. {self.failures[:3]}"
+        assert self.left_unflushed == 0, f"{self.left_unflushed} records not acknowledged after the flush"
+        dup = [pos for pos, n in Counter((md.partition, md.offset) for md in self.done).items() if n > 1]
+        assert not dup, f"positions acknowledged twice: {dup[:5]}"
