@@ -116,3 +116,15 @@ def test_oversized_pulled_frame_is_rejected() -> None:
     reader.advance(4)
     with pytest.raises(PeerProtocolError, match="exceeds the maximum of 1024"):
         reader.next_frame()
+
+
+@pytest.mark.parametrize(
+    ("head", "named"),
+    [(b"HTTP/1.1 400 Bad Request\r\n", "an HTTP server"), (b"GET / HTTP/1.1\r\n", "an HTTP client"),
+     (b"\x16\x03\x01\x02\x00\x01\x00", "TLS"), (b"SSH-2.0-OpenSSH\r\n", "an SSH server")],
+)
+def test_another_protocol_is_named_instead_of_an_absurd_frame_length(head: bytes, named: str) -> None:
+    r = FrameReader(max_frame=100 * 1024 * 1024)
+    r.receive_data(head)
+    with pytest.raises(PeerProtocolError, match=f"speaks another protocol: it looks like {named}"):
+        r.next_frame()

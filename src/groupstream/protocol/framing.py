@@ -100,7 +100,7 @@ class FrameReader:
         if size < 0:
             raise PeerProtocolError(f"negative frame size {size}")
         if size > self._max_frame:
-            raise PeerProtocolError(f"frame of {size} bytes exceeds the maximum of {self._max_frame}")
+            raise PeerProtocolError(_oversized(bytes(buf[pos : pos + 4]), size, self._max_frame))
         end = pos + 4 + size
         if len(buf) < end:
             if self._scratch is not None and size >= DIRECT_FRAME_MIN:
@@ -161,3 +161,19 @@ def frame(payload_parts: list[bytes]) -> list[bytes]:
     for p in payload_parts:
         size += len(p)
     return [I32.pack(size), *payload_parts]
+
+
+# What the first four bytes of a peer that is not speaking Kafka look like, read as a frame length.
+_FOREIGN_PROTOCOLS = {b"HTTP": "an HTTP server", b"GET ": "an HTTP client", b"POST": "an HTTP client",
+                      b"PUT ": "an HTTP client", b"SSH-": "an SSH server"}
+
+
+def _oversized(head: bytes, size: int, maximum: int) -> str:
+    """Name the likely cause: an absurd length is usually another protocol (an HTTP proxy, a TLS listener
+    spoken to in plaintext), not a huge Kafka frame."""
+    foreign = _FOREIGN_PROTOCOLS.get(head)
+    if foreign is None and head[:1] == b"\x16" and head[1:2] == b"\x03":
+        foreign = "TLS (one side uses SSL, the other PLAINTEXT)"
+    if foreign is not None:
+        return f"the peer speaks another protocol: it looks like {foreign}, not Kafka (first bytes {head!r})"
+    return f"frame of {size} bytes exceeds the maximum of {maximum}"
