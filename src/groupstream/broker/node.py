@@ -12,12 +12,14 @@ from groupstream.broker.cleaner import LogCleaner
 from groupstream.broker.config import BrokerConfig, ConfigError
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
 from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_factory
+from groupstream.broker.descriptors import nofile_limit, open_descriptors
 from groupstream.broker.flusher import Flusher
 from groupstream.broker.handlers import Handler, load_all
+from groupstream.broker.listener import Acceptor, ConnectionLimits, ConnectionTable
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from groupstream.broker.producer_ids import ProducerIdAllocator
 from groupstream.broker.purgatory import FetchPurgatory
-from groupstream.broker.server import KafkaProtocol
+from groupstream.broker.server import KafkaConnection
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
 from groupstream.storage.catalog import Catalog
@@ -39,7 +41,7 @@ class Broker:
         self.config = config
         self.apis: dict[int, CompiledApi] = APIS
         self.handlers: dict[int, Handler] = load_all()
-        self.connections: set[KafkaProtocol] = set()
+        self.connections = ConnectionTable()
         self.purgatory = FetchPurgatory()
         try:
             self.default_log_config = LogConfig.from_properties(config.topic_defaults)
@@ -76,7 +78,7 @@ class Broker:
         # The peer of the request being dispatched, as Kafka reports client hosts ("/127.0.0.1"); the server
         # sets it before each handler call (handlers run one at a time on the loop).
         self.current_client_host = "/?"
-        self._server: asyncio.AbstractServer | None = None
+        self.acceptor: Acceptor | None = None
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
 
@@ -109,17 +111,18 @@ class Broker:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        # The logs are open: what is in use now stays in use, and the default max.connections leaves a share of
+        # the rest for the segments and partitions to come.
+        limits = ConnectionLimits.resolve(self.config, nofile_limit(), open_descriptors())
+        acceptor = Acceptor(self.connections, limits, lambda sock, peer: KafkaConnection(self, sock, peer))
         try:
-            self._server = await loop.create_server(
-                lambda: KafkaProtocol(self), self.config.host, self.config.port, reuse_address=True
-            )
+            self.config.port = acceptor.listen(self.config.host, self.config.port)
         except OSError as e:
             self.catalog.close()
             self.dir_lock.release()
             raise ConfigError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from None
-        sock = self._server.sockets[0]
-        self.config.port = sock.getsockname()[1]
+        self.acceptor = acceptor
+        self.connections.start(limits, acceptor.connection_closed)
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.coordinator.start()
         if self.config.log_cleaner_enable:
@@ -127,12 +130,13 @@ class Broker:
         host, port = self.config.advertised
         log.info("groupstream broker %d listening on %s:%d (advertised %s:%d), data in %s",
                  self.config.node_id, self.config.host, self.config.port, host, port, self.config.data_dir)
+        log.info("connection limits: %s", limits.describe())
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for conn in list(self.connections):
-            conn.close()
+        # Connections go first, at once: a broker asked to stop under a connection storm must not wait on them.
+        if self.acceptor is not None:
+            self.acceptor.close()
+        self.connections.close_all()
         self.purgatory.wake_all()
         if self._retention_task is not None:
             self._retention_task.cancel()
@@ -141,8 +145,6 @@ class Broker:
         await self.flusher.close()
         self.catalog.close()
         self.dir_lock.release()
-        if self._server is not None:
-            await self._server.wait_closed()
         log.info("groupstream broker stopped cleanly")
 
     async def _retention_loop(self) -> None:

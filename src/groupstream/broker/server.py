@@ -1,4 +1,4 @@
-"""The asyncio shell around the sans-IO protocol: one `KafkaProtocol` per client socket.
+"""The asyncio shell around the sans-IO protocol: one `KafkaConnection` per client socket.
 
 Requests may be pipelined; each gets a slot in arrival order and responses leave strictly in that order, even
 when a later request (a Produce with acks=1) completes before an earlier one (a long-polling Fetch). Produce
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ NO_RESPONSE: Any = object()
 
 _MAX_IN_FLIGHT = 256  # stop reading a connection with this many unanswered requests
 _MAX_UNSENT_BYTES = 64 * 1024 * 1024  # ... or with this much response data the peer has not taken yet
+_READ_SIZE = 256 * 1024  # bytes per read, as asyncio's transports read
 
 
 class _Slot:
@@ -38,55 +40,91 @@ class _Slot:
         self.result = result
 
 
-class KafkaProtocol(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+class KafkaConnection:
+    """One client socket, driven straight from the event loop's selector.
+
+    The connection owns its socket and reads it with ``loop.add_reader``; responses go out through a
+    `SocketWriter` on the same socket, watched with ``loop.add_writer`` on the same descriptor. asyncio's
+    transports are not used: a transport keeps its socket to itself, so writing around it (for scatter-gather
+    sends without copies) needed a second descriptor per connection, and a broker out of descriptors fell
+    over at half the connections it could have served.
+
+    What the connection table needs to enforce its limits is kept here: when something last happened
+    (``last_active``: bytes received or a response handed over), whether a request is being answered
+    (``busy``), and how much of a request has arrived without its end (``partial_bytes``, since
+    ``partial_since``).
+    """
+
+    def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...]) -> None:
+        """``sock`` is a connected, non-blocking socket this object now owns."""
         self._broker = broker
+        self._table = broker.connections
+        self._loop = asyncio.get_running_loop()
+        self._sock = sock
+        self._fd = sock.fileno()
         self._conn = ServerConnection(broker.apis, broker.config.max_frame)
         self._slots: deque[_Slot] = deque()
-        self._transport: asyncio.Transport | None = None
         self._reading_paused = False
-        self._writer: SocketWriter | None = None
         self._closed = False
-        self.peer = "?"
-        self.client_host = "/?"
+        self._writer = SocketWriter(self._loop, sock, self._on_drained)
+        self.ip: str = str(peer[0])
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = f"/{peer[0]}"
+        now = self._loop.time()
+        self.last_active = now
+        self.partial_bytes = 0
+        self.partial_since = now
+        self._table.add(self)
+        self._loop.add_reader(self._fd, self._on_readable)
 
-    # --- asyncio callbacks -------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        sock = transport.get_extra_info("socket")
-        self._writer = SocketWriter(asyncio.get_running_loop(), sock.fileno(), self._update_reading)
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.client_host = f"/{peer[0]}" if peer else "/?"
-        self._broker.connections.add(self)
+    @property
+    def busy(self) -> bool:
+        """A request is being answered, or a response has not all been sent: not idle, whatever the clock."""
+        return bool(self._slots) or self._writer.buffered > 0
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        if self._writer is not None:
-            self._writer.close()
-        self._broker.connections.discard(self)
-        for slot in self._slots:
-            if isinstance(slot.result, asyncio.Future) and not slot.result.done():
-                slot.result.cancel()
-        self._slots.clear()
+    # --- reading -----------------------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        try:
+            data = self._sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:  # a reset is how many clients hang up
+            self._abort(f"read failed: {e}", logging.DEBUG)
+            return
+        if not data:
+            self._abort("the client closed the connection", logging.DEBUG)
+            return
+        self.last_active = self._loop.time()
+        self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
-        self._conn.receive_data(data)
+        conn = self._conn
+        conn.receive_data(data)
+        took = False
         while not self._closed:
             try:
-                event = self._conn.next_event()
+                event = conn.next_event()
             except ProtocolError as e:
                 self._abort(f"malformed request: {e}")
                 return
             if event is None:
                 break
+            took = True
             if isinstance(event, UnsupportedRequest):
                 self._unsupported(event)
             else:
                 self._dispatch(event)
+        if self._closed:
+            return
         self._update_reading()
+        partial = conn.buffered
+        if partial != self.partial_bytes or took:
+            self._table.partial_changed(self, partial, took)
 
     # --- dispatch --------------------------------------------------------------------------------------
 
@@ -116,9 +154,16 @@ class KafkaProtocol(asyncio.Protocol):
             self._flush_ready()
             self._update_reading()
 
+    def _on_drained(self) -> None:
+        writer = self._writer
+        if writer.error is not None:
+            self._abort(f"write failed: {writer.error}", logging.DEBUG)
+            return
+        self.last_active = self._loop.time()
+        self._update_reading()
+
     def _flush_ready(self) -> None:
         writer = self._writer
-        assert writer is not None
         slots = self._slots
         while slots:
             slot = slots[0]
@@ -152,6 +197,7 @@ class KafkaProtocol(asyncio.Protocol):
             if writer.error is not None:
                 self._abort(f"write failed: {writer.error}", logging.INFO)
                 return
+            self.last_active = self._loop.time()
 
     def _unsupported(self, event: UnsupportedRequest) -> None:
         if event.api_key != 18:
@@ -163,29 +209,34 @@ class KafkaProtocol(asyncio.Protocol):
         self._slots.append(_Slot(req, self._broker.api_versions_body(error_code=35)))
         self._flush_ready()
 
-    # --- flow control and errors -------------------------------------------------------------------------
+    # --- flow control and closing -------------------------------------------------------------------------
 
     def _update_reading(self) -> None:
-        transport = self._transport
-        if transport is None or self._closed:
+        if self._closed:
             return
-        writer = self._writer
-        backlog = writer.buffered if writer is not None else 0
-        want_pause = backlog > _MAX_UNSENT_BYTES or len(self._slots) >= _MAX_IN_FLIGHT
+        want_pause = self._writer.buffered > _MAX_UNSENT_BYTES or len(self._slots) >= _MAX_IN_FLIGHT
         if want_pause and not self._reading_paused:
-            transport.pause_reading()
+            self._loop.remove_reader(self._fd)
             self._reading_paused = True
         elif not want_pause and self._reading_paused:
-            transport.resume_reading()
+            self._loop.add_reader(self._fd, self._on_readable)
             self._reading_paused = False
 
     def _abort(self, reason: str, level: int = logging.WARNING) -> None:
+        """Close at once: responses not yet sent are dropped, requests in flight are cancelled."""
         if self._closed:
             return
         log.log(level, "closing connection from %s: %s", self.peer, reason)
         self._closed = True
-        if self._transport is not None:
-            self._transport.close()
+        if not self._reading_paused:
+            self._loop.remove_reader(self._fd)
+        self._writer.close()
+        self._sock.close()
+        for slot in self._slots:
+            if isinstance(slot.result, asyncio.Future) and not slot.result.done():
+                slot.result.cancel()
+        self._slots.clear()
+        self._table.discard(self)
 
-    def close(self) -> None:
-        self._abort("broker shutting down", logging.DEBUG)
+    def close(self, reason: str = "broker shutting down", level: int = logging.DEBUG) -> None:
+        self._abort(reason, level)

@@ -4,7 +4,11 @@ asyncio's selector transport (Python 3.11) joins ``writelines`` into one bytes o
 bytearray it trims from the front after every partial send: for a 50 MB fetch response that is one copy to join
 plus a memmove of the remaining tail on every send. Here the parts stay as they are (records are the bytes read
 from the segment), ``sendmsg`` sends up to ``_IOV_MAX`` of them at once, and a partial send only advances a
-memoryview. The transport keeps reading and closing; only writing goes through this class.
+memoryview.
+
+The connection owns the socket (one descriptor per connection) and does the reading and the closing; this class
+only writes to it, watching the same descriptor for writability while a send is pending. It never closes the
+socket: ``close`` stops watching and drops what was not sent, and the connection closes the socket after.
 """
 
 from __future__ import annotations
@@ -18,13 +22,12 @@ _IOV_MAX = 512
 
 
 class SocketWriter:
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, on_drained: Callable[[], None]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, on_drained: Callable[[], None]) -> None:
+        """``sock`` is non-blocking and stays the caller's to close; ``on_drained`` runs when a backlog that had
+        to wait for writability has all been sent, or when sending it failed (``error`` is then set)."""
         self._loop = loop
-        # A duplicate descriptor of the same socket: asyncio hides the transport's socket methods and does not
-        # let anyone else watch the transport's own descriptor.
-        self._sock = socket.socket(fileno=socket.dup(fd))
-        self._sock.setblocking(False)
-        self._fd = self._sock.fileno()
+        self._sock = sock
+        self._fd = sock.fileno()
         self._queue: deque[memoryview] = deque()
         self._buffered = 0
         self._watching = False
@@ -52,6 +55,9 @@ class SocketWriter:
 
     def _on_writable(self) -> None:
         self._send()
+        if self.error is not None:
+            self._on_drained()  # the owner finds ``error`` set and closes the connection
+            return
         if not self._queue and self._watching:
             self._loop.remove_writer(self._fd)
             self._watching = False
@@ -81,6 +87,7 @@ class SocketWriter:
                     return  # the kernel buffer is full
 
     def close(self) -> None:
+        """Stop writing: unsent data is dropped; the socket is left open for its owner to close."""
         if self._closed:
             return
         self._closed = True
@@ -89,4 +96,3 @@ class SocketWriter:
             self._watching = False
         self._queue.clear()
         self._buffered = 0
-        self._sock.close()

@@ -52,6 +52,12 @@ class ServerConnection:
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._reader.receive_data(data)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as events: once ``next_event`` returns None, the part of a
+        request still being received (what a server bounds across connections)."""
+        return self._reader.buffered
+
     def next_event(self) -> Request | UnsupportedRequest | None:
         """The next request, or None until more bytes arrive; raises PeerProtocolError when the connection
         must be closed (bad framing or a malformed request)."""
