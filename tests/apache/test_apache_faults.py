@@ -76,6 +76,20 @@ def _leaders(cluster: ApacheKafkaCluster, topic: str) -> dict[int, int]:
     return {ps.partition: ps.leader for ps in cluster.partitions(topic)}
 
 
+def _led_by_preferred(cluster: ApacheKafkaCluster, topic: str, partition: int) -> int:
+    """Move the partition's leadership to its preferred (first) replica and return that node. An earlier kill in
+    the module may have left it elsewhere; from the preferred replica, a kill and a preferred election later
+    move it away and back for certain."""
+    (ps,) = [ps for ps in cluster.partitions(topic) if ps.partition == partition]
+    preferred = ps.replicas[0]
+    if ps.leader != preferred:
+        with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+            admin.elect_leaders([(topic, partition)])
+        wait_until(lambda: _leaders(cluster, topic).get(partition) == preferred, 30,
+                   f"{topic}-{partition} led by its preferred replica {preferred}")  # fmt: skip
+    return preferred
+
+
 def test_partition_leader_killed_while_producing_and_consuming(apache_nodes: ApacheKafkaCluster) -> None:
     cluster, bs = apache_nodes, apache_nodes.bootstrap
     topic, group, partitions = unique("leader-kill"), unique("g-leader-kill"), 3
@@ -153,8 +167,14 @@ def test_group_coordinator_node_killed_while_the_group_consumes(
         a, b = members.start("A"), members.start("B")
         members.wait_split([a, b], all_parts, timeout=60)
         wait_for(lambda: _committed_since([a, b], 0), 30, "both members to commit")
-        coordinator = cluster.group_coordinator(group)
-        assert coordinator > 0, "no coordinator for the group"
+        coordinator = _led_by_preferred(cluster, OFFSETS_TOPIC, offsets_partition)
+        wait_for(
+            lambda: cluster.group_coordinator(group) == coordinator, 30, f"node {coordinator} coordinating"
+        )
+        settled = time.monotonic()
+        wait_for(
+            lambda: _committed_since([a, b], settled), 30, f"both members to commit to node {coordinator}"
+        )
 
         killed_at = time.monotonic()
         cluster.kill9(coordinator)
