@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from groupstream.protocol.connection import ClientConnection
 from groupstream.protocol.messages import APIS, by_name
+from groupstream.protocol.records.batch import BatchBuilder
 from support.brokers import HOST, BrokerProcess, api_versions_probe
 from support.inprocess import running_broker
 from support.waiting import wait_until
@@ -397,6 +398,46 @@ def test_connections_max_idle_ms_closes_idle_and_half_sent_connections_only(tmp_
         assert busy.api_versions()
         for r in (silent, half, busy, long_poll):
             r.close()
+
+
+PRODUCE = by_name("Produce")
+
+
+def _produce_body(topic: str, records: bytes) -> object:
+    R = PRODUCE.Request
+    TD = R.TopicProduceData
+    data = [TD(name=topic, partition_data=[TD.PartitionProduceData(index=0, records=records)])]
+    return R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=data)
+
+
+def test_connections_max_idle_ms_closes_a_client_that_stops_reading_its_responses(tmp_path: Path) -> None:
+    """A 24 MB fetch response to a client that never reads stays mostly unsent; with nothing taken for
+    connections.max.idle.ms the connection is closed, instead of holding the response in memory forever."""
+    idle_ms = 500
+    with running_broker(tmp_path / "d", **{"connections.max.idle.ms": str(idle_ms)}) as broker:
+        broker.catalog.create_topic("big", 1, {})
+        writer = Raw(broker.config.port)
+        for start in range(0, 240, 8):  # batches under max.message.bytes
+            b = BatchBuilder()
+            for i in range(8):
+                b.append(value=bytes([(start + i) % 251]) * 100_000, key=None, timestamp=1_700_000_000_000 + i)
+            writer.send(PRODUCE, 9, _produce_body("big", b.build()))
+            assert writer.receive()[3].responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+        writer.close()
+        wait_until(lambda: len(broker.connections) == 0, 10, "the producing connection to be gone")
+        deaf_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        deaf_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        deaf_sock.connect((HOST, broker.config.port))
+        deaf = Raw(broker.config.port, sock=deaf_sock)
+        body = _fetch_body("big", max_wait_ms=0)
+        body = body._replace(max_bytes=64 << 20, topics=[body.topics[0]._replace(  # type: ignore[attr-defined]
+            partitions=[body.topics[0].partitions[0]._replace(partition_max_bytes=64 << 20)])])  # type: ignore[attr-defined]  # fmt: skip
+        start = time.monotonic()
+        deaf.send(FETCH, 11, body)
+        wait_until(lambda: len(broker.connections) == 1, 10, "the broker to accept the fetching connection")
+        wait_until(lambda: len(broker.connections) == 0, 10, "the client that stopped reading to be closed")
+        assert time.monotonic() - start >= idle_ms / 1000, "closed before connections.max.idle.ms"
+        deaf.close()
 
 
 # -- descriptors run out for real, in a broker of its own -----------------------------------------------------------

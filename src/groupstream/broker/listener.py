@@ -13,9 +13,10 @@ bound on request memory, for a broker that runs on one event loop.
   limit (`groupstream.broker.descriptors.default_max_connections`) so that the logs always have descriptors.
 - **max.connections.per.ip.** A connection from an address that already has that many is accepted and closed
   at once, as Kafka does, with a log line at most once a minute.
-- **connections.max.idle.ms.** A connection that has no request being answered, nothing left to send, and has
-  received nothing for that long is closed (Kafka closes idle connections the same way). This also ends a
-  request that started and never finished: its connection receives nothing more.
+- **connections.max.idle.ms.** A connection with no request being answered that has shown no sign of life for
+  that long (nothing received, no response handed over, none of its unsent response taken) is closed, as Kafka
+  closes idle connections. This also ends a request that started and never finished (its connection receives
+  nothing more) and a client that stopped reading its responses (up to 64 MiB of them wait in memory).
 - **queued.max.request.bytes.** Bounds the bytes of partially received requests summed over all connections:
   beyond it, the connection whose partial request has been pending longest is closed, then the next, until the
   total is within the bound. See `ConnectionTable.partial_changed` for why closing beats pausing.
@@ -243,7 +244,7 @@ class ConnectionTable:
         assert self._limits is not None
         idle_ms = self._limits.idle_ms
         cutoff = asyncio.get_running_loop().time() - idle_ms / 1000
-        idle = [c for c in self._conns if c.last_active < cutoff and not c.busy]
+        idle = [c for c in self._conns if c.idle_since < cutoff and not c.busy]
         for conn in idle:
             what = f" with {conn.partial_bytes} bytes of an unfinished request" if conn.partial_bytes else ""
             conn.close(f"idle{what} for more than connections.max.idle.ms ({idle_ms})", logging.DEBUG)

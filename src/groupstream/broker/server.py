@@ -50,9 +50,9 @@ class KafkaConnection:
     over at half the connections it could have served.
 
     What the connection table needs to enforce its limits is kept here: when something last happened
-    (``last_active``: bytes received or a response handed over), whether a request is being answered
-    (``busy``), and how much of a request has arrived without its end (``partial_bytes``, since
-    ``partial_since``).
+    (``idle_since``: bytes received, a response handed over, or unsent response bytes taken by the peer),
+    whether a request is being answered (``busy``), and how much of a request has arrived without its end
+    (``partial_bytes``, since ``partial_since``).
     """
 
     def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...]) -> None:
@@ -83,8 +83,15 @@ class KafkaConnection:
 
     @property
     def busy(self) -> bool:
-        """A request is being answered, or a response has not all been sent: not idle, whatever the clock."""
-        return bool(self._slots) or self._writer.buffered > 0
+        """A request is being answered (a handler or a long poll has not produced its response yet): not idle,
+        whatever the clock. Responses waiting for the peer to read them do not count: a peer that takes none
+        of them for connections.max.idle.ms is as idle as one that sends nothing."""
+        return bool(self._slots)
+
+    @property
+    def idle_since(self) -> float:
+        """Loop time of the last sign of life: bytes received, a response handed over, or sent bytes taken."""
+        return max(self.last_active, self._writer.progress_at)
 
     # --- reading -----------------------------------------------------------------------------------------
 

@@ -34,6 +34,8 @@ class SocketWriter:
         self._closed = False
         self._on_drained = on_drained
         self.error: OSError | None = None
+        self.progress_at = loop.time()
+        """When a backlog waiting for writability last moved (loop time): the peer is reading, if slowly."""
 
     @property
     def buffered(self) -> int:
@@ -54,7 +56,10 @@ class SocketWriter:
                 self._watching = True
 
     def _on_writable(self) -> None:
+        before = self._buffered
         self._send()
+        if self._buffered != before:
+            self.progress_at = self._loop.time()
         if self.error is not None:
             self._on_drained()  # the owner finds ``error`` set and closes the connection
             return
