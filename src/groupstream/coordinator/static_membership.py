@@ -27,7 +27,9 @@ from groupstream.coordinator.join_request import JoinRequest
 from groupstream.coordinator.records import group_metadata_record
 from groupstream.coordinator.responses import join_error, join_response, sync_response
 from groupstream.coordinator.timers import heartbeat_key, takeover_key
+from groupstream.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.group_records import GroupMetadataValue
 
 __all__ = ["StaticMembership", "silence_deadline"]
@@ -37,6 +39,23 @@ RebalanceStep = Callable[[Op, ClassicGroup], None]
 
 _MARGIN_MS = 500
 """Added to one and a half observed heartbeat intervals: network and scheduling jitter."""
+
+
+def _same_subscription(protocol_type: str | None, old: bytes, new: bytes) -> bool:
+    """Whether two members' metadata for the group's protocol ask for the same thing. A consumer's
+    subscription also carries its owned partitions and their generation (KIP-429, KIP-792), and Java's
+    sticky assignors put the generation in the user data: a process restarted after its predecessor rejoined
+    in a later generation sends other bytes for the same subscription. So, for the consumer protocol, only
+    the topics and the rack count; other protocols are compared byte for byte."""
+    if old == new:
+        return True
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return False
+    try:
+        before, after = decode_subscription(old), decode_subscription(new)
+    except PeerProtocolError:
+        return False
+    return set(before.topics) == set(after.topics) and before.rack_id == after.rack_id
 
 
 def silence_deadline(member: ClassicMember, now_ms: int, default_window_ms: int) -> int | None:
@@ -154,14 +173,17 @@ class StaticMembership:
 
     @staticmethod
     def _replacement_keeps_assignment(group: ClassicGroup, old: ClassicMember, p: JoinRequest) -> bool:
-        """No rebalance when the group would choose the same protocol and the member's metadata for it is the
-        same. (Kafka checks only the protocol; the metadata check also rebalances a static member that comes
-        back with another subscription, which its old assignment may not cover.)"""
+        """No rebalance when the group would choose the same protocol and the member subscribes to the same
+        topics with it. (Kafka checks only the protocol; the subscription check also rebalances a static
+        member that comes back with another subscription, which its old assignment may not cover.)"""
         name = group.protocol_name
         if name is None or group.select_protocol({old.member_id: p.protocols}) != name:
             return False
         new_metadata = next((x.metadata for x in p.protocols if x.name == name), None)
-        return new_metadata is not None and new_metadata == old.metadata(name)
+        old_metadata = old.metadata(name)
+        if new_metadata is None or old_metadata is None:
+            return False
+        return _same_subscription(group.protocol_type, old_metadata, new_metadata)
 
     @staticmethod
     def _view_with_replacement(
