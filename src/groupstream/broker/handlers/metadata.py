@@ -31,7 +31,9 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
         wanted = []
         for t in req.topics:
             name = t.name
-            if name is None and getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID:
+            # By id when one is given, as Kafka does: Java's consumer asks for the topics a KIP-848 assignment
+            # names by id with the name left empty (""), not null.
+            if not name and getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID:
                 found = catalog.topic_by_id(t.topic_id)
                 if found is None:
                     topics_out.append(
