@@ -1,0 +1,67 @@
+"""Java's ``KafkaProducer`` (idempotent, ``acks=all``) on our broker with each codec: every acknowledged record
+is read back exactly once by an independent reader (confluent-kafka), at the offset the producer was told, in
+send order, in the partition Java's murmur2 partitioner picked, and each partition's high watermark is what
+was acknowledged there.
+
+Why: Java 4.x sends Produce v13 (topics by id) with its own batching and compression libraries; our codec's
+tests only prove that we agree with ourselves.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from group_harness import create_topic, unique
+from java_harness import Harness
+
+from support.brokers import BrokerProcess
+from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records, position
+
+pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
+
+PARTITIONS = 6
+RECORDS = 8000  # per codec
+
+
+def read_back(bootstrap: str, topic: str, expected: int) -> tuple[list[Consumed], dict[int, int]]:
+    """Everything in ``topic`` from offset 0 with confluent-kafka, then one short poll that must add nothing;
+    and the high watermarks."""
+    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(ConfluentTopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got: list[Consumed] = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                assert m.error() is None, f"consume error: {m.error()}"
+                got.append(Consumed(*position(m), m.key(), m.value()))
+        got += [
+            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
+        ]
+        return got, ends
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_java_idempotent_producer_read_back_exactly(
+    java_broker: BrokerProcess, harness: Harness, codec: str
+) -> None:
+    bs = java_broker.bootstrap
+    topic = unique(f"java-produce-{codec}")
+    create_topic(bs, topic, PARTITIONS)
+    events = harness.call("produce", bootstrap=bs, topic=topic, count=RECORDS, codec=codec, tag=codec)
+    failed = [e for e in events if e["ev"] == "ack_error"]
+    assert not failed, f"{len(failed)} records failed, e.g. {failed[:3]}"
+    acks = sorted((e for e in events if e["ev"] == "ack"), key=lambda e: e["i"])
+    assert [e["i"] for e in acks] == list(range(RECORDS)), "not every record acknowledged once"
+    acked = [Acked(e["partition"], e["offset"], e["key"].encode(), e["value"].encode()) for e in acks]
+    consumed, ends = read_back(bs, topic, RECORDS)
+    check_read_equals_acked(make_records(codec, RECORDS), acked, consumed, PARTITIONS, end_offsets=ends)
