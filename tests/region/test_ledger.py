@@ -96,3 +96,34 @@ def test_old_entries_are_retired_and_the_latest_holds_everything(tmp_path: Path)
     entries = sorted((tmp_path / LEDGER_DIR).glob("*.json"))
     assert len(entries) == 100
     assert ledger.offsets() == {("t", 0): 50, ("t", 1): 50, ("t", 2): 50}
+
+
+def test_a_partition_read_anew_in_a_recreated_topic_replaces_its_offset_once(tmp_path: Path) -> None:
+    ledger = OffsetLedger(tmp_path)
+    ledger.publish("a", "b1", {("t", 0): (0, 100)}, _staged(ledger, "a", "b1", b"old"), {("t", 0): "id-a"})
+    assert ledger.topic_ids() == {("t", 0): "id-a"}
+    # a batch of the new topic (id-b) that does not say what it replaces is not published over id-a's offsets
+    with pytest.raises(PublishRejected):
+        ledger.publish("a", "b2", {("t", 0): (100, 120)}, _staged(ledger, "a", "b2", b"x"), {("t", 0): "id-b"})
+    # read anew from 0, replacing offset 100 of id-a: published, and the ledger now holds id-b's offset
+    anew = {("t", 0): (100, "id-a")}
+    ledger.publish("a", "b3", {("t", 0): (0, 40)}, _staged(ledger, "a", "b3", b"new"), {("t", 0): "id-b"}, anew)
+    assert ledger.offsets() == {("t", 0): 40} and ledger.topic_ids() == {("t", 0): "id-b"}
+    # a second restart planned against the same old offset (another member, before a rebalance) is stale
+    staged = _staged(ledger, "b", "b4", b"dup")
+    with pytest.raises(PublishRejected):
+        ledger.publish("b", "b4", {("t", 0): (0, 40)}, staged, {("t", 0): "id-b"}, anew)
+    # and so is a batch planned in the old topic from the old offset, which happens to match no more
+    with pytest.raises(PublishRejected):
+        ledger.publish("b", "b5", {("t", 0): (40, 50)}, _staged(ledger, "b", "b5", b"x"), {("t", 0): "id-a"})
+    assert [p.read_bytes() for p in ledger.files()] == [b"old", b"new"]
+
+
+def test_entries_written_without_topic_ids_still_read(tmp_path: Path) -> None:
+    ledger = OffsetLedger(tmp_path)
+    (tmp_path / LEDGER_DIR / f"{1:016d}.json").write_text(
+        '{"batch": "b", "files": [], "member": "a", "offsets": [["t", 0, 7]], "seq": 1}'
+    )
+    assert ledger.offsets() == {("t", 0): 7} and ledger.topic_ids() == {}
+    ledger.publish("a", "b2", {("t", 0): (7, 9)}, [], {("t", 0): "id-a"})  # ids unknown so far: any id goes
+    assert ledger.topic_ids() == {("t", 0): "id-a"}

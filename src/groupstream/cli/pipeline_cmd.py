@@ -40,7 +40,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run_pipeline(args: argparse.Namespace) -> int:
-    from groupstream.spark.pipeline import AVAILABLE_NOW, PipelineError, build_query, load_pipeline
+    from groupstream.spark.pipeline import (
+        AVAILABLE_NOW,
+        PipelineError,
+        await_query,
+        build_query,
+        load_pipeline,
+        query_error,
+    )
 
     try:
         spec = load_pipeline(args.file)
@@ -89,12 +96,12 @@ def run_pipeline(args: argparse.Namespace) -> int:
                             rows += p["numInputRows"]
                     status.update(f"{len(batches)} batches, {rows:,} records read, "
                                   f"{time.monotonic() - started:.0f}s")  # fmt: skip
-                    query.awaitTermination(0.5)
+                    await_query(query, 0.5)
         except KeyboardInterrupt:
             query.stop()
         error = query.exception()
         if error is not None:
-            raise UserError(f"the pipeline's query failed: {str(error).splitlines()[0]}")
+            raise UserError(f"the pipeline's query failed: {query_error(error)}")
         for p in query.recentProgress:
             if p["batchId"] not in batches:
                 batches.add(p["batchId"])

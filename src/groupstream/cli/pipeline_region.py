@@ -18,7 +18,14 @@ from typing import Any
 
 from groupstream.cli.common import stdout
 from groupstream.cli.errors import UserError
-from groupstream.spark.pipeline import AVAILABLE_NOW, PipelineError, PipelineSpec, build_query
+from groupstream.spark.pipeline import (
+    AVAILABLE_NOW,
+    PipelineError,
+    PipelineSpec,
+    await_query,
+    build_query,
+    query_error,
+)
 
 __all__ = ["run_member", "run_region"]
 
@@ -54,7 +61,7 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
         ledger = OffsetLedger(spec.sink_path)
         try:
             while query.isActive:
-                query.awaitTermination(_POLL_S)
+                await_query(query, _POLL_S)
                 if target is not None and _covers(ledger.offsets(), target):
                     _say(member, "caught-up", offsets=_rows(ledger.offsets()))
                     query.stop()
@@ -62,7 +69,7 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
             query.stop()
         error = query.exception()
         if error is not None:
-            raise UserError(f"the pipeline's query failed: {str(error).splitlines()[0]}")
+            raise UserError(f"the pipeline's query failed: {query_error(error)}")
         _say(member, "stopped")
         return 0
     finally:

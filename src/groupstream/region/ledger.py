@@ -14,6 +14,12 @@ records the new owner also publishes: whichever batch comes second no longer sta
 and is dropped, and its member re-reads from the ledger. So the output holds every record exactly once
 whatever the timing of rebalances, crashes and retries.
 
+The ledger also keeps the id of the topic each partition's offset belongs to, when the batch says. A topic
+deleted and created again under the same name starts its offsets anew: a batch that reads the new topic from
+its start says which published offset and topic id it replaces (``expected``), and the compare-and-set is on
+that pair, so a batch planned against the old topic can never be published over the new one, nor two restarts
+of the same partition both.
+
 On disk, under the table directory: ``_ledger/<seq>.json`` entries, created with an exclusive link (two
 members racing for the same sequence number: one wins, the other re-checks against the winner's entry), and the
 output files each entry lists, moved from ``_staging`` into the table after the entry exists. The entry is the
@@ -27,7 +33,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TopicPartition = tuple[str, int]
@@ -41,6 +47,9 @@ _KEEP_ENTRIES = 100
 """Older entries are retired: the latest entry alone holds the merged offsets."""
 
 Ranges = Mapping[TopicPartition, tuple[int, int]]
+Expected = Mapping[TopicPartition, tuple[int, str | None]]
+"""Per partition, the published offset and topic id a batch was planned against (default: its range start and
+the topic id it read)."""
 
 
 class PublishRejected(Exception):
@@ -63,14 +72,18 @@ class LedgerEntry:
     """Every partition's published end after this entry (the merged checkpoint)."""
     files: tuple[tuple[str, str], ...]
     """(name in the table, path in the staging area) of each output file it publishes."""
+    topic_ids: dict[TopicPartition, str] = field(default_factory=dict)
+    """The id of the topic each partition's offset belongs to, where known."""
 
     def to_json(self) -> str:
+        rows = [[t, p, o, *([self.topic_ids[(t, p)]] if (t, p) in self.topic_ids else [])]
+                for (t, p), o in sorted(self.offsets.items())]  # fmt: skip
         return json.dumps(
             {
                 "seq": self.seq,
                 "member": self.member,
                 "batch": self.batch,
-                "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
+                "offsets": rows,
                 "files": [list(f) for f in self.files],
             },
             sort_keys=True,
@@ -79,12 +92,14 @@ class LedgerEntry:
     @classmethod
     def from_json(cls, text: str) -> LedgerEntry:
         raw = json.loads(text)
+        rows = raw["offsets"]  # [topic, partition, offset] or, with the topic id, [..., id]
         return cls(
             seq=int(raw["seq"]),
             member=str(raw["member"]),
             batch=str(raw["batch"]),
-            offsets={(str(t), int(p)): int(o) for t, p, o in raw["offsets"]},
+            offsets={(str(r[0]), int(r[1])): int(r[2]) for r in rows},
             files=tuple((str(name), str(staged)) for name, staged in raw["files"]),
+            topic_ids={(str(r[0]), int(r[1])): str(r[3]) for r in rows if len(r) > 3},
         )
 
 
@@ -128,6 +143,11 @@ class OffsetLedger:
             return dict(known)
         return {tp: known[tp] for tp in partitions if tp in known}
 
+    def topic_ids(self) -> dict[TopicPartition, str]:
+        """The topic id each published offset belongs to, where known."""
+        entry = self.latest()
+        return {} if entry is None else dict(entry.topic_ids)
+
     # --- publishing --------------------------------------------------------------------------------------
 
     def staging_path(self, member: str, batch: str) -> Path:
@@ -136,33 +156,60 @@ class OffsetLedger:
         path.mkdir(parents=True)
         return path
 
-    def check(self, ranges: Ranges) -> dict[TopicPartition, tuple[int, int | None]]:
-        """The partitions whose range does not start at the published end (empty: publishable now). A
-        partition the ledger has never seen accepts any start: its first owner sets it."""
-        published = self.offsets()
-        return {
-            tp: (start, published.get(tp))
-            for tp, (start, _end) in ranges.items()
-            if tp in published and published[tp] != start
-        }
+    def check(
+        self, ranges: Ranges, topic_ids: Mapping[TopicPartition, str] | None = None, expected: Expected | None = None
+    ) -> dict[TopicPartition, tuple[int, int | None]]:
+        """The partitions whose range was not planned against what is published now (empty: publishable now):
+        by default, a range must start at the published end, and its topic id (``topic_ids``, where given)
+        be the one the ledger has for that partition, where known; ``expected`` names another published offset
+        and id for partitions read anew after a data loss. A partition the ledger has never seen accepts any
+        start: its first owner sets it."""
+        entry = self.latest()
+        published = {} if entry is None else entry.offsets
+        published_ids = {} if entry is None else entry.topic_ids
+        ids, anew = topic_ids or {}, expected or {}
+        out: dict[TopicPartition, tuple[int, int | None]] = {}
+        for tp, (start, _end) in ranges.items():
+            if tp not in published:
+                continue
+            offset, topic_id = anew.get(tp, (start, ids.get(tp)))
+            have_id = published_ids.get(tp)
+            if published[tp] != offset or (topic_id is not None and have_id is not None and topic_id != have_id):
+                out[tp] = (start, published[tp])
+        return out
 
-    def publish(self, member: str, batch: str, ranges: Ranges, staged: Sequence[Path]) -> LedgerEntry:
+    def publish(
+        self,
+        member: str,
+        batch: str,
+        ranges: Ranges,
+        staged: Sequence[Path],
+        topic_ids: Mapping[TopicPartition, str] | None = None,
+        expected: Expected | None = None,
+    ) -> LedgerEntry:
         """Publish ``staged`` output files (in this root's staging area) covering ``ranges`` atomically with
-        the new offsets; raise `PublishRejected` (and delete the staged files) when a range is stale."""
+        the new offsets (and the ``topic_ids`` they were read in); raise `PublishRejected` (and delete the
+        staged files) when a range is stale (see `check`)."""
         while True:
             entry = self.latest()
-            conflicts = self.check(ranges)
+            conflicts = self.check(ranges, topic_ids, expected)
             if conflicts:
                 self.discard(staged)
                 raise PublishRejected(conflicts)
             offsets = {} if entry is None else dict(entry.offsets)
             offsets.update({tp: end for tp, (_start, end) in ranges.items()})
+            ids = {} if entry is None else dict(entry.topic_ids)
+            for tp in ranges:
+                if topic_ids and tp in topic_ids:
+                    ids[tp] = topic_ids[tp]
+                else:
+                    ids.pop(tp, None)
             seq = 1 if entry is None else entry.seq + 1
             files = tuple(
                 (f"part-{seq:016d}-{i:04d}-{member}{p.suffix}", str(p.relative_to(self.staging_dir)))
                 for i, p in enumerate(staged)
             )
-            new = LedgerEntry(seq, member, batch, offsets, files)
+            new = LedgerEntry(seq, member, batch, offsets, files, ids)
             if self._create_entry(new):
                 break
             # another member took this sequence number first: check our ranges against its entry

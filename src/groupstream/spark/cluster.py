@@ -11,24 +11,31 @@ from collections.abc import Iterable, Mapping
 
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaError
+from groupstream.client.metadata import TopicDescription
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.spark.dataloss import ClusterView, error_text
 from groupstream.spark.options import SourceOptionError, SourceOptions
 from groupstream.spark.planning import TopicPartition
 
-__all__ = ["ADMIN_KEYS", "Cluster", "DataLossError"]
+__all__ = ["ADMIN_KEYS", "Cluster", "DataLossError", "topic_id"]
 
 ADMIN_KEYS = ("client.id", "request.timeout.ms", "connections.max.idle.ms", "socket.connection.setup.timeout.ms")
 
 
 class DataLossError(RuntimeError):
-    """Records the query was to read are gone (deleted by retention, or the topic was recreated)."""
+    """Records the query was to read are gone (deleted by retention, or the topic was deleted or recreated)."""
 
     def __init__(self, what: str) -> None:
-        super().__init__(
-            f"{what}. Some data may have been lost because it is no longer in the topic, or the topic was "
-            "deleted and created again. If you want the query to go on past such losses, set the source option "
-            "failOnDataLoss to false."
-        )
+        super().__init__(error_text(what))
+
+
+_GONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+_VIEW_ATTEMPTS = 3
+
+
+def topic_id(desc: TopicDescription) -> str | None:
+    """The topic's id as text; None when the broker serves none (Metadata below v10, or a zero id)."""
+    return None if desc.topic_id is None or desc.topic_id.int == 0 else str(desc.topic_id)
 
 
 def admin_config(bootstrap: str, client: Mapping[str, str]) -> dict[str, str]:
@@ -50,8 +57,36 @@ class Cluster:
     def partitions(self, must_exist: bool) -> list[TopicPartition]:
         """Every partition the subscription covers now. ``must_exist`` (batch queries): a named topic or an
         assigned partition that does not exist is an error; a stream waits for it to appear instead."""
+        return self._partitions(self.admin.list_topics(), must_exist)
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """The ids of those ``topics`` that exist and have one."""
+        listed = self.admin.list_topics()
+        return {t: i for t in set(topics) if t in listed and (i := topic_id(listed[t])) is not None}
+
+    def view(self) -> ClusterView:
+        """The subscribed partitions now, with their log ends and topic ids. A topic that answers with an error
+        or has a partition without a leader is unsettled; a topic deleted between the two requests is looked
+        at again."""
+        for attempt in range(_VIEW_ATTEMPTS):
+            topics = {t: d for t, d in self.admin.list_topics().items() if d.error_code not in _GONE}
+            unsettled = frozenset(
+                t for t in self._names(topics)
+                if topics[t].error_code != ErrorCode.NONE or any(p.leader < 0 for p in topics[t].partitions)
+            )  # fmt: skip
+            tps = [tp for tp in self._partitions(topics, must_exist=False) if tp[0] not in unsettled]
+            try:
+                latest = self.latest(tps)
+            except KafkaError as e:
+                if e.code in _GONE and attempt + 1 < _VIEW_ATTEMPTS:
+                    continue
+                raise
+            ids = {t: i for t in {tp[0] for tp in tps} | unsettled if (i := topic_id(topics[t])) is not None}
+            return ClusterView(latest, ids, unsettled)
+        raise AssertionError("unreachable")
+
+    def _partitions(self, topics: Mapping[str, TopicDescription], must_exist: bool) -> list[TopicPartition]:
         opts = self.options
-        topics = self.admin.list_topics()
         if opts.assign is not None:
             wanted = [(t, p) for t, ps in opts.assign.items() for p in ps]
             present = [(t, p) for t, p in wanted if t in topics and p < topics[t].partition_count]
@@ -59,14 +94,20 @@ class Cluster:
                 t, p = sorted(set(wanted) - set(present))[0]
                 raise SourceOptionError(f"option 'assign' names {t}-{p}, which does not exist")
             return sorted(present)
-        if opts.pattern is not None:
-            names = [t for t in topics if opts.pattern.fullmatch(t)]
-        else:
+        if opts.pattern is None and must_exist:
             missing = [t for t in opts.topics if t not in topics]
-            if must_exist and missing:
+            if missing:
                 raise SourceOptionError(f"option 'subscribe' names topic {missing[0]!r}, which does not exist")
-            names = [t for t in opts.topics if t in topics]
-        return sorted((t, p) for t in names for p in range(topics[t].partition_count))
+        return sorted((t, p) for t in self._names(topics) for p in range(topics[t].partition_count))
+
+    def _names(self, topics: Mapping[str, TopicDescription]) -> list[str]:
+        """The subscribed topics among ``topics`` (all of them for ``assign``)."""
+        opts = self.options
+        if opts.assign is not None:
+            return sorted(t for t in opts.assign if t in topics)
+        if opts.pattern is not None:
+            return sorted(t for t in topics if opts.pattern.fullmatch(t))
+        return [t for t in opts.topics if t in topics]
 
     # --- offsets ------------------------------------------------------------------------------------
 

@@ -4,6 +4,11 @@ A task reads exactly ``[start, end)`` from the partition leader with a plain ass
 that Spark retries reads the same records again and a restarted query re-reads nothing it committed (seed
 003's offline load: one task per topic-partition range, restartable without duplicates). Records come out
 column by column, a batch at a time, with no per-record Row objects.
+
+A range carries the id of the topic it was planned in. A task that finds the topic deleted, or deleted and
+created again, since then fails under failOnDataLoss; otherwise a streaming task reads nothing (the next
+micro-batch's plan sees the change, warns once and reads the new topic from its earliest offsets), and a batch
+task warns and reads its partition of the new topic from its earliest offset to its end instead.
 """
 
 from __future__ import annotations
@@ -11,15 +16,16 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaError
 from groupstream.client.lite import fetch_batches
+from groupstream.client.metadata import TopicDescription
 from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.spark.cluster import DataLossError, admin_config
+from groupstream.spark.cluster import DataLossError, admin_config, topic_id
 from groupstream.spark.planning import OffsetRange
 
 __all__ = ["ARROW_BATCH_ROWS", "ReadSpec", "arrow_schema", "read_range"]
@@ -38,6 +44,11 @@ class ReadSpec:
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    streaming: bool = False  # a micro-batch's task (its plan deals with lost partitions) or a batch read's
+
+
+_GONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+_GOES_ON = "failOnDataLoss=false, so"
 
 
 def arrow_schema(include_headers: bool) -> Any:
@@ -66,25 +77,38 @@ def read_range(spec: ReadSpec, rng: OffsetRange) -> Iterator[Any]:
     schema = arrow_schema(spec.include_headers)
     conf = admin_config(spec.bootstrap_servers, dict(spec.client_config))
     with Admin(conf) as admin:
-        host, port = _leader(admin, rng)
+        desc = _describe(admin, rng.topic)
+        checked = _check_topic(admin, spec, rng, desc)
+        if checked is None:
+            return
+        rng = checked
+        assert desc is not None
+        host, port = _leader(admin, rng, desc)
         conn = BlockingConnection(host, port, client_id=conf["client.id"], timeout_s=spec.poll_timeout_ms / 1000)
         try:
             start = _start(admin, spec, rng)
             last = start - 1
             pending: list[Any] = []
             types: list[int] = []
-            for batch_type, records in _record_lists(conn, admin, spec, rng, start):
-                pending.extend(records)
-                types.extend([batch_type] * len(records))
-                if len(pending) >= ARROW_BATCH_ROWS:
-                    last = pending[-1].offset
-                    yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
-                    pending, types = [], []
+            try:
+                for batch_type, records in _record_lists(conn, admin, spec, rng, start):
+                    pending.extend(records)
+                    types.extend([batch_type] * len(records))
+                    if len(pending) >= ARROW_BATCH_ROWS:
+                        last = pending[-1].offset
+                        yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
+                        pending, types = [], []
+            except KafkaError as e:
+                if e.code not in _GONE:
+                    raise
+                _lost(spec, f"{_planned(rng)}: topic {rng.topic} was deleted while this task read it", "goes on")
+                return
             if pending:
                 last = pending[-1].offset
                 yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
-            if last < rng.end - 1 and spec.fail_on_data_loss:
-                _check_end(admin, rng, last)
+            if last < rng.end - 1:
+                _check_end(admin, spec, rng, last)
+            _check_still_the_topic(admin, spec, rng)
         finally:
             conn.close()
 
@@ -109,12 +133,78 @@ def _arrow(pa: Any, pc: Any, schema: Any, rng: OffsetRange, records: list[Any], 
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _leader(admin: Admin, rng: OffsetRange) -> tuple[str, int]:
-    desc = admin.describe_topics([rng.topic])[rng.topic]
+def _describe(admin: Admin, topic: str) -> TopicDescription | None:
+    try:
+        return admin.describe_topics([topic])[topic]
+    except KafkaError as e:
+        if e.code in _GONE:
+            return None
+        raise
+
+
+def _planned(rng: OffsetRange) -> str:
+    return (
+        f"Partition {rng.topic}-{rng.partition}'s offsets {rng.start} to {rng.end - 1} are gone, some data may have "
+        "been missed"
+    )
+
+
+def _lost(spec: ReadSpec, what: str, how: str) -> None:
+    """Records this task was to read are gone: an error under failOnDataLoss; else a streaming task leaves it
+    to the next micro-batch's plan, which warns once for the whole topic, and a batch task warns."""
+    if spec.fail_on_data_loss:
+        raise DataLossError(what)
+    if spec.streaming:
+        log.info("%s; the next micro-batch's plan deals with it", what)
+    else:
+        log.warning("%s; %s the read %s", what, _GOES_ON, how)
+
+
+def _check_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange, desc: TopicDescription | None) -> OffsetRange | None:
+    """``rng`` when its partition is still in the topic it was planned in; else what to read instead (a batch
+    task's partition of a recreated topic, from its earliest offset to its end), or None: nothing."""
+    t, p = rng.topic, rng.partition
+    now_id = None if desc is None else topic_id(desc)
+    if desc is None or p >= desc.partition_count:
+        cause = f"topic {t} was deleted" if desc is None else f"topic {t} has no partition {p} now"
+        _lost(spec, f"{_planned(rng)}: {cause} after this read was planned", "goes on without it")
+        return None
+    if rng.topic_id is None or now_id is None or now_id == rng.topic_id:
+        return rng
+    what = f"{_planned(rng)}: topic {t} was deleted and created again (topic id {rng.topic_id} is now {now_id}) " \
+           "after this read was planned"  # fmt: skip
+    if spec.streaming or spec.fail_on_data_loss:
+        _lost(spec, what, "")
+        return None
+    if not rng.first:
+        log.info("%s; the first task of partition %s-%d reads it in the new topic", what, t, p)
+        return None
+    log.warning("%s; %s the read takes partition %s-%d of the new topic from its earliest offset instead", what,
+                _GOES_ON, t, p)  # fmt: skip
+    ends = admin.list_offsets({(t, p): "earliest"}), admin.list_offsets({(t, p): "latest"})
+    return replace(rng, start=ends[0][(t, p)].offset, end=ends[1][(t, p)].offset, topic_id=now_id)
+
+
+def _check_still_the_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> None:
+    """After the read: a topic recreated while the task read it may have answered some fetches."""
+    if rng.topic_id is None:
+        return
+    desc = _describe(admin, rng.topic)
+    now_id = None if desc is None else topic_id(desc)
+    if now_id is not None and now_id != rng.topic_id:
+        what = (
+            f"Topic {rng.topic} was deleted and created again (topic id {rng.topic_id} is now {now_id}) while "
+            f"partition {rng.topic}-{rng.partition}'s offsets {rng.start} to {rng.end - 1} were read: some records "
+            "read may be of the new topic, some data may have been missed"
+        )
+        if spec.fail_on_data_loss:
+            raise DataLossError(what)
+        log.warning("%s; %s the read goes on", what, _GOES_ON)
+
+
+def _leader(admin: Admin, rng: OffsetRange, desc: TopicDescription) -> tuple[str, int]:
     parts = {p.partition: p for p in desc.partitions}
-    info = parts.get(rng.partition)
-    if info is None:
-        raise DataLossError(f"partition {rng.topic}-{rng.partition} no longer exists")
+    info = parts[rng.partition]
     brokers = {b.node_id: b for b in admin.describe_cluster().brokers}
     broker = brokers.get(info.leader)
     if broker is None:
@@ -170,11 +260,10 @@ def _offset(record: Any) -> int:
     return int(record.offset)
 
 
-def _check_end(admin: Admin, rng: OffsetRange, last: int) -> None:
+def _check_end(admin: Admin, spec: ReadSpec, rng: OffsetRange, last: int) -> None:
     """The partition ended before the range did: records the plan counted on are gone (a topic deleted and
     created again, or a log truncated). Gaps inside the range are normal (compaction, transaction markers)."""
     end = admin.list_offsets({(rng.topic, rng.partition): "latest"})[(rng.topic, rng.partition)].offset
     if end < rng.end:
-        raise DataLossError(
-            f"{rng.topic}-{rng.partition} ends at offset {end} now, but offsets up to {rng.end - 1} were to be read"
-        )
+        _lost(spec, f"Partition {rng.topic}-{rng.partition}'s offset was changed from {rng.end} to {end}, some data "
+              "may have been missed", "goes on")  # fmt: skip

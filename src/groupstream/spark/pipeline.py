@@ -35,15 +35,17 @@ Everything is checked when the file is loaded, and every mistake names the key a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PipelineError", "PipelineSpec", "build_query", "load_pipeline"]
+__all__ = ["PipelineError", "PipelineSpec", "await_query", "build_query", "load_pipeline", "query_error"]
 
 FILE_FORMATS = ("parquet", "json", "csv", "orc")
 OUTPUT_MODES = ("append", "update", "complete")
@@ -166,6 +168,29 @@ def load_pipeline(path: Path) -> PipelineSpec:
         base_dir=base,
         instances=instances,
     )
+
+
+_PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): (.+)$")
+
+
+def query_error(error: object) -> str:
+    """One line for a failed query: the Python exception a source or a UDF raised inside Spark (its message,
+    not the traceback around it, e.g. a data-loss error), else the first line of Spark's own message."""
+    text = str(error).split("=== Streaming Query ===")[0]
+    lines = text.splitlines()
+    found = [m.group(1) for line in lines if (m := _PYTHON_ERROR.match(line.strip()))]
+    if found:
+        return found[-1]
+    return lines[0] if lines else repr(error)
+
+
+def await_query(query: Any, timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for the query to end. Spark raises the query's error from here when it
+    failed; the caller reads it from ``query.exception()`` instead, to report it in one line."""
+    from pyspark.errors import StreamingQueryException
+
+    with contextlib.suppress(StreamingQueryException):
+        query.awaitTermination(timeout_s)
 
 
 def check_region(group_id: str | None, sink_path: str | Path | None, fmt: str) -> None:

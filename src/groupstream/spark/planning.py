@@ -3,42 +3,77 @@
 
 Offsets cross into Spark as plain nested dicts, ``{"topic": {"0": 42}}`` (Spark's Kafka source offset shape),
 built with sorted keys: Spark compares and stores them as JSON, and two equal offsets must serialise alike.
+A stream's offsets also carry the id of each topic they belong to, under the key ``@topicIds`` (``@`` is never
+in a topic name), so that a topic deleted and created again under the same name is noticed even where its new
+offsets are past the old ones (see `dataloss`). Offsets written without it (older checkpoints, brokers that
+serve no topic ids) are read as ids unknown.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["OffsetRange", "TopicPartition", "from_spark_offsets", "rate_limit", "split_ranges", "to_spark_offsets"]
+__all__ = [
+    "TOPIC_IDS_KEY",
+    "OffsetRange",
+    "TopicPartition",
+    "from_spark_offsets",
+    "rate_limit",
+    "split_ranges",
+    "to_spark_offsets",
+    "topic_ids_of",
+]
 
 TopicPartition = tuple[str, int]
+TOPIC_IDS_KEY = "@topicIds"
 
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
-    """Records ``start`` (inclusive) to ``end`` (exclusive) of one partition: one Spark task's work."""
+    """Records ``start`` (inclusive) to ``end`` (exclusive) of one partition: one Spark task's work.
+
+    ``topic_id`` is the id of the topic the range was planned in (None: unknown), so the task can tell the
+    topic it reads from one deleted and created again under the same name since; ``first`` is False for the
+    later pieces of a partition cut into several tasks (only the first answers for a recreated partition)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    topic_id: str | None = None
+    first: bool = True
 
     @property
     def size(self) -> int:
         return max(self.end - self.start, 0)
 
 
-def to_spark_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
+def to_spark_offsets(
+    offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """``{"topic": {"0": 42}, "@topicIds": {"topic": "<uuid>"}}``, every level's keys sorted; ids only of topics
+    that have offsets here."""
+    out: dict[str, Any] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(offset)
-    return out
+    ids = {t: str(i) for t, i in sorted((topic_ids or {}).items()) if t in out and i is not None}
+    if ids:
+        out[TOPIC_IDS_KEY] = ids
+    return dict(sorted(out.items()))
 
 
-def from_spark_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
-    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+def from_spark_offsets(offsets: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    return {
+        (topic, int(p)): int(o) for topic, parts in offsets.items() if topic != TOPIC_IDS_KEY for p, o in parts.items()
+    }
+
+
+def topic_ids_of(offsets: Mapping[str, Any]) -> dict[str, str]:
+    """The topic ids stream offsets were taken from ({} when they do not say)."""
+    return {str(t): str(i) for t, i in dict(offsets.get(TOPIC_IDS_KEY) or {}).items()}
 
 
 def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
@@ -55,7 +90,7 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
         start = r.start
         for i in range(parts):
             end = start + step + (1 if i < extra else 0)
-            out.append(OffsetRange(r.topic, r.partition, start, end))
+            out.append(replace(r, start=start, end=end, first=r.first and i == 0))
             start = end
     return out
 

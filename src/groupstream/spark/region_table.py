@@ -32,20 +32,37 @@ Ranges = dict[tuple[str, int], tuple[int, int]]
 
 
 class BatchPlan:
-    """What one micro-batch of a member reads: its ranges, under a key that names the batch in the ledger."""
+    """What one micro-batch of a member reads: its ranges, under a key that names the batch in the ledger, with
+    the topic ids it reads them in and, for partitions read anew after a data loss, the published offset and
+    topic id each replaces (see `OffsetLedger.check`)."""
 
-    def __init__(self, key: str, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        key: str,
+        ranges: Mapping[tuple[str, int], tuple[int, int]],
+        topic_ids: Mapping[tuple[str, int], str] | None = None,
+        expected: Mapping[tuple[str, int], tuple[int, str | None]] | None = None,
+    ) -> None:
         self.key = key
         self.ranges: Ranges = dict(ranges)
+        self.topic_ids: dict[tuple[str, int], str] = dict(topic_ids or {})
+        self.expected: dict[tuple[str, int], tuple[int, str | None]] = dict(expected or {})
 
     def to_json(self) -> str:
-        rows = [[t, p, s, e] for (t, p), (s, e) in sorted(self.ranges.items())]
-        return json.dumps({"key": self.key, "ranges": rows}, sort_keys=True)
+        rows = [[t, p, s, e, self.topic_ids.get((t, p))] for (t, p), (s, e) in sorted(self.ranges.items())]
+        expected = [[t, p, o, i] for (t, p), (o, i) in sorted(self.expected.items())]
+        return json.dumps({"key": self.key, "ranges": rows, "expected": expected}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> BatchPlan:
         raw = json.loads(text)
-        return cls(str(raw["key"]), {(str(t), int(p)): (int(s), int(e)) for t, p, s, e in raw["ranges"]})
+        rows = raw["ranges"]
+        return cls(
+            str(raw["key"]),
+            {(str(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows},
+            {(str(r[0]), int(r[1])): str(r[4]) for r in rows if len(r) > 4 and r[4] is not None},
+            {(str(t), int(p)): (int(o), None if i is None else str(i)) for t, p, o, i in raw.get("expected", [])},
+        )
 
 
 def _plan_path(table: Path, member: str) -> Path:
@@ -87,7 +104,7 @@ class RegionTable:
                 f"no batch plan for region member {self.member!r} in {self.ledger.root}: the query's source must be "
                 "format('groupstream') with the same region.table and region.member"
             )
-        conflicts = self.ledger.check(plan.ranges)
+        conflicts = self.ledger.check(plan.ranges, plan.topic_ids, plan.expected)
         if conflicts:
             self._rejected(batch_id, PublishRejected(conflicts))
             return
@@ -100,7 +117,7 @@ class RegionTable:
         if not files:
             staging.rmdir()
         try:
-            entry = self.ledger.publish(self.member, plan.key, plan.ranges, files)
+            entry = self.ledger.publish(self.member, plan.key, plan.ranges, files, plan.topic_ids, plan.expected)
         except PublishRejected as e:
             self._rejected(batch_id, e)
             return

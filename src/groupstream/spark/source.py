@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from groupstream.spark.cluster import Cluster, DataLossError
+from groupstream.spark.dataloss import Position, find_losses, next_end, starts, warning_text
 from groupstream.spark.executor import ReadSpec, read_range
 from groupstream.spark.options import (
     EARLIEST,
@@ -50,6 +51,7 @@ from groupstream.spark.planning import (
     rate_limit,
     split_ranges,
     to_spark_offsets,
+    topic_ids_of,
 )
 from groupstream.spark.region_reader import RegionReaderCore
 from groupstream.spark.sink import write_rows
@@ -95,14 +97,24 @@ class GroupstreamDataSource(DataSource):
         return StreamWriter(dict(self.options), schema)
 
 
-def _read_spec(options: SourceOptions) -> ReadSpec:
+def _read_spec(options: SourceOptions, streaming: bool) -> ReadSpec:
     return ReadSpec(
         bootstrap_servers=options.bootstrap_servers,
         client_config=tuple(sorted(options.client_config.items())),
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
+        streaming=streaming,
     )
+
+
+def _position(offsets: dict[str, Any]) -> Position:
+    return Position(from_spark_offsets(offsets), topic_ids_of(offsets))
+
+
+def _same_topic(a: str | None, b: str | None) -> bool:
+    """Offsets taken under id ``a`` still belong to the topic that has id ``b`` (an unknown id matches)."""
+    return a is None or b is None or a == b
 
 
 def _resolve(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartition], which: str) -> dict[
@@ -150,14 +162,17 @@ def _read(spec: ReadSpec, partition: InputPartition) -> Iterator[Any]:
 class BatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.spec = _read_spec(options)
+        self.spec = _read_spec(options, streaming=False)
 
     def partitions(self) -> Sequence[InputPartition]:
+        """One range per partition from the starting to the ending offsets, each with its topic's id, so that a
+        task run after the topic was deleted and created again notices (see `executor.read_range`)."""
         cluster = Cluster(self.options)
         try:
             tps = cluster.partitions(must_exist=True)
             start = _resolve(cluster, self.options, tps, "starting")
             end = _resolve(cluster, self.options, tps, "ending")
+            ids = cluster.topic_ids({t for t, _ in tps})
         finally:
             cluster.close()
         ranges = []
@@ -165,7 +180,7 @@ class BatchReader(DataSourceReader):
             s, e = start[tp], end[tp]
             if s > e:
                 raise DataLossError(f"{tp[0]}-{tp[1]}: the starting offset {s} is after the ending offset {e}")
-            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+            ranges.append(OffsetRange(tp[0], tp[1], s, e, topic_id=ids.get(tp[0])))
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -173,20 +188,26 @@ class BatchReader(DataSourceReader):
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Driver side of a stream. Offsets are ``{"topic": {"partition": next offset}}``; partitions that appear
-    later (a topic gains partitions, a new topic matches the pattern) start at their earliest offset."""
+    """Driver side of a stream. Offsets are ``{"topic": {"partition": next offset}, "@topicIds": {...}}``;
+    partitions that appear later (a topic gains partitions, a new topic matches the pattern) start at their
+    earliest offset. ``latestOffset`` reports where every partition is, even below where the query was, and
+    ``partitions`` finds what was lost between two positions (see `dataloss`): an error under failOnDataLoss,
+    else one warning per event, and the query goes on."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.spec = _read_spec(options)
+        self.spec = _read_spec(options, streaming=True)
         self._cluster: Cluster | None = None
-        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._target: Position | None = None  # Trigger.AvailableNow's end
         self._progress: dict[TopicPartition, int] | None = None  # last offsets committed to group.id
         self._region = (
             None
             if options.region_table is None
             else RegionReaderCore(
-                options, lambda tps: _resolve(self.cluster, options, tps, "starting"), lambda tps: self.cluster.latest(tps)
+                options,
+                lambda tps: _resolve(self.cluster, options, tps, "starting"),
+                lambda: self.cluster.view(),
+                lambda tps: self.cluster.earliest(tps),
             )
         )
 
@@ -199,59 +220,54 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         if self._region is not None:
             return self._region.initial_offset()
-        tps = self.cluster.partitions(must_exist=False)
-        return to_spark_offsets(_resolve(self.cluster, self.options, tps, "starting"))
+        view = self.cluster.view()
+        return to_spark_offsets(_resolve(self.cluster, self.options, sorted(view.latest), "starting"), view.topic_ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._latest()
-
-    def _latest(self) -> dict[TopicPartition, int]:
-        return self.cluster.latest(self.cluster.partitions(must_exist=False))
+        view = self.cluster.view()
+        self._target = Position(view.latest, view.topic_ids)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if self._region is not None:
-            return self._region.latest_offset(limit, self._target)
-        begin = from_spark_offsets(start)
+            return self._region.latest_offset(limit, None if self._target is None else dict(self._target.offsets))
+        begin = _position(start)
+        view = self.cluster.view()
         # Spark asks for the next batch's end only once the batch ending at ``start`` is committed to its
         # checkpoint (a batch in the offset log but not in the commit log is re-run first), so ``start`` is
         # progress to report. Spark's own ``commit`` call comes one batch later, and never for the last batch
-        # of a Trigger.AvailableNow run; this one does.
-        self._commit_progress(begin)
-        latest = dict(self._target) if self._target is not None else self._latest()
-        new = [tp for tp in latest if tp not in begin]
-        begin |= self.cluster.earliest(new)
-        for tp, offset in begin.items():  # never move a partition backwards; losses show in partitions()
-            if tp in latest and latest[tp] < offset:
-                latest[tp] = offset
+        # of a Trigger.AvailableNow run; this one does. Only partitions of the topics that are still there.
+        self._commit_progress({
+            tp: o for tp, o in begin.offsets.items()
+            if tp in view.latest and _same_topic(begin.topic_ids.get(tp[0]), view.topic_ids.get(tp[0]))
+        })  # fmt: skip
+        end = next_end(begin, view, self._target)
         if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(begin, latest, limit.max_rows)
-        for tp, offset in begin.items():
-            latest.setdefault(tp, offset)  # a partition that vanished keeps its place
-        return to_spark_offsets(latest)
+            first = starts(begin, end, find_losses(begin, end), self.cluster.earliest)
+            end = Position(rate_limit(first, end.offsets, limit.max_rows), end.topic_ids)
+        return to_spark_offsets(end.offsets, end.topic_ids)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return to_spark_offsets(self._latest())
+        view = self.cluster.view()
+        return to_spark_offsets(view.latest, view.topic_ids)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         if self._region is not None:
             return [RangePartition(r) for r in self._region.partitions(end)]
-        begin = from_spark_offsets(start)
-        finish = from_spark_offsets(end)
-        new = [tp for tp in finish if tp not in begin]
-        begin |= self.cluster.earliest(new) if new else {}
-        ranges = []
-        for tp, e in sorted(finish.items()):
-            s = begin[tp]
-            if e < s:
-                if self.options.fail_on_data_loss:
-                    raise DataLossError(f"{tp[0]}-{tp[1]} went back from offset {s} to {e}")
-                log.warning("%s-%d went back from offset %d to %d; skipping", tp[0], tp[1], s, e)
-                continue
-            ranges.append(OffsetRange(tp[0], tp[1], s, e))
+        begin, finish = _position(start), _position(end)
+        losses = find_losses(begin, finish)
+        if losses and self.options.fail_on_data_loss:
+            raise DataLossError("; ".join(loss.describe() for loss in losses))
+        for loss in losses:
+            log.warning("%s", warning_text(loss))
+        first = starts(begin, finish, losses, self.cluster.earliest)
+        ranges = [
+            OffsetRange(t, p, first[(t, p)], e, topic_id=finish.topic_ids.get(t))
+            for (t, p), e in sorted(finish.offsets.items())
+        ]
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
