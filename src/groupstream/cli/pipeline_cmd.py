@@ -5,7 +5,8 @@ checkpoint).
 
 ``--member NAME`` runs the pipeline as one instance of a region (its instances share the group and the output
 table; see `groupstream.spark.region_table`), and ``--instances N`` (or ``[region] instances`` in the file)
-starts N such instances as child processes on this machine and waits for them. A region is caught up when its
+starts N such instances as child processes on this machine and supervises them, starting again those that die
+(see `groupstream.cli.pipeline_supervisor`). A region is caught up when its
 table's ledger covers every partition up to the log end seen when the run started; each instance then stops,
 since with one group the partitions of an instance that stopped would move to one still running."""
 
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from groupstream.cli.common import stderr, stdout
 from groupstream.cli.errors import UserError
+from groupstream.cli.pipeline_stop import StopRequest
+from groupstream.cli.pipeline_supervisor import DEFAULT_MAX_RESTARTS
 
 if TYPE_CHECKING:
     from groupstream.spark.pipeline import PipelineSpec
@@ -36,6 +39,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("--instances", type=int, metavar="N",
                      help="run as a region of N instances on this machine (child processes)")  # fmt: skip
     run.add_argument("--member", metavar="NAME", help="run as the region instance NAME (letters, digits, _ and .)")
+    run.add_argument("--max-restarts", type=int, metavar="N",
+                     help="with --instances: start an instance that dies again at most N times (default "
+                          f"{DEFAULT_MAX_RESTARTS}), after a backoff of 1 s doubling up to 30 s")  # fmt: skip
     run.set_defaults(func=run_pipeline, command_name="pipeline run")
 
 
@@ -63,7 +69,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     if instances is not None and args.member is None:
         if instances < 1:
             raise UserError(f"--instances must be at least 1, got {instances}")
-        from groupstream.cli.pipeline_region import run_region
+        from groupstream.cli.pipeline_supervisor import run_region
 
         return run_region(args, spec, instances)
     if args.member is not None:
@@ -87,18 +93,17 @@ def run_pipeline(args: argparse.Namespace) -> int:
         rows = 0
         batches: set[int] = set()
         started = time.monotonic()
-        try:
-            with stderr.status("running") as status:
-                while query.isActive:
-                    for p in query.recentProgress:
-                        if p["batchId"] not in batches:
-                            batches.add(p["batchId"])
-                            rows += p["numInputRows"]
-                    status.update(f"{len(batches)} batches, {rows:,} records read, "
-                                  f"{time.monotonic() - started:.0f}s")  # fmt: skip
-                    await_query(query, 0.5)
-        except KeyboardInterrupt:
-            query.stop()
+        with StopRequest() as stop, stderr.status("running") as status:
+            while query.isActive:
+                for p in query.recentProgress:
+                    if p["batchId"] not in batches:
+                        batches.add(p["batchId"])
+                        rows += p["numInputRows"]
+                status.update(f"{len(batches)} batches, {rows:,} records read, "
+                              f"{time.monotonic() - started:.0f}s")  # fmt: skip
+                await_query(query, 0.5)
+                if stop:
+                    query.stop()  # at a batch boundary; the next run resumes from the checkpoint
         error = query.exception()
         if error is not None:
             raise UserError(f"the pipeline's query failed: {query_error(error)}")

@@ -1,4 +1,5 @@
-"""``groupstream pipeline run FILE --member NAME`` and ``--instances N``: a pipeline as a consistent region.
+"""``groupstream pipeline run FILE --member NAME``: one instance of a pipeline run as a consistent region
+(``--instances N`` starts and supervises several: see `pipeline_supervisor`).
 
 An instance prints one line per micro-batch it publishes to the shared table (``published``: its ledger
 entry and the exact ranges, so a log shows where every partition resumed after a rebalance) or drops
@@ -9,15 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 from typing import Any
 
-from groupstream.cli.common import stdout
 from groupstream.cli.errors import UserError
+from groupstream.cli.pipeline_stop import StopRequest
 from groupstream.spark.pipeline import (
     AVAILABLE_NOW,
     PipelineError,
@@ -27,7 +23,7 @@ from groupstream.spark.pipeline import (
     query_error,
 )
 
-__all__ = ["run_member", "run_region"]
+__all__ = ["run_member"]
 
 _POLL_S = 0.5
 
@@ -59,14 +55,14 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
         _say(member, "started", table=str(spec.sink_path), group=spec.group_id)
         assert spec.sink_path is not None
         ledger = OffsetLedger(spec.sink_path)
-        try:
+        with StopRequest() as stop:
             while query.isActive:
                 await_query(query, _POLL_S)
-                if target is not None and _covers(ledger.offsets(), target):
+                if stop:
+                    query.stop()
+                elif target is not None and _covers(ledger.offsets(), target):
                     _say(member, "caught-up", offsets=_rows(ledger.offsets()))
                     query.stop()
-        except KeyboardInterrupt:
-            query.stop()
         error = query.exception()
         if error is not None:
             raise UserError(f"the pipeline's query failed: {query_error(error)}")
@@ -100,46 +96,3 @@ def _rows(offsets: dict[tuple[str, int], int]) -> list[list[Any]]:
 
 def _say(member: str, event: str, **fields: Any) -> None:
     print(json.dumps({"member": member, "event": event, **fields}, sort_keys=True), flush=True)
-
-
-def run_region(args: argparse.Namespace, spec: PipelineSpec, instances: int) -> int:
-    """Start ``instances`` members as child processes, show their lines, and wait for all of them."""
-    names = [f"i{k}" for k in range(instances)]
-    base = [sys.executable, "-m", "groupstream", "pipeline", "run", str(args.file),
-            "--bootstrap-server", args.bootstrap_server, "--master", args.master]  # fmt: skip
-    if args.until_caught_up:
-        base.append("--until-caught-up")
-    stdout.print(f"pipeline {args.file.name}: a region of {instances} instances ({', '.join(names)}) sharing group "
-                 f"{spec.group_id!r} and table {spec.sink_path}")  # fmt: skip
-    children = {
-        name: subprocess.Popen(
-            [*base, "--member", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy()
-        )
-        for name in names
-    }
-    pumps = [threading.Thread(target=_pump, args=(name, child), daemon=True) for name, child in children.items()]
-    for t in pumps:
-        t.start()
-    try:
-        for child in children.values():
-            child.wait()
-    except KeyboardInterrupt:
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGINT)  # each stops at a batch boundary
-        for child in children.values():
-            child.wait()
-    for t in pumps:
-        t.join(timeout=5)
-    codes = {name: child.returncode for name, child in children.items()}
-    failed = {n: c for n, c in codes.items() if c not in (0, -signal.SIGINT)}
-    if failed:
-        raise UserError("instances failed: " + ", ".join(f"{n} (exit {c})" for n, c in sorted(failed.items())))
-    stdout.print(f"pipeline {args.file.name}: all {instances} instances stopped")
-    return 0
-
-
-def _pump(name: str, child: subprocess.Popen[str]) -> None:
-    assert child.stdout is not None
-    for line in child.stdout:
-        stdout.print(f"[{name}] {line.rstrip()}", highlight=False, markup=False)
