@@ -42,7 +42,7 @@ GROUPS = (
 @dataclass(frozen=True)
 class RunConfig:
     seed: int
-    budget_s: float  # how long the nemesis' schedule lasts
+    budget_s: float  # the schedule's length (the sum of its faults' holds, quiet pauses and restarts)
     run_dir: Path
     partitions: int = 6
     groups: tuple[GroupSpec, ...] = GROUPS
@@ -53,6 +53,7 @@ class RunConfig:
     catch_up_s: float = 120.0
     producer_flush_s: float = 150.0
     replay: str = ""  # the command that replays this run, printed with a failure
+    deadline_s: float | None = None  # stop the nemesis after this long, wherever it is in its schedule
 
     @property
     def slots(self) -> list[str]:
@@ -100,8 +101,10 @@ class RunResult:
         return "\n".join(lines)
 
     def failure_text(self) -> str:
+        applied = sum(self.faults.values()) + (1 if self.aborted else 0)  # an abort names the fault it was in
         parts = [self.summary(), f"replay: {self.config.replay or '--seed ' + str(self.config.seed)}",
-                 f"schedule (seed {self.config.seed}):", render_schedule(self.schedule)]  # fmt: skip
+                 f"schedule (seed {self.config.seed}; the first {applied} of {len(self.schedule)} were applied):",
+                 render_schedule(self.schedule[: min(applied, len(self.schedule))])]  # fmt: skip
         if self.report is not None:
             parts.append(self.report.render())
         parts.append(f"run directory (process logs, histories, broker log): {self.config.run_dir}")
@@ -127,7 +130,7 @@ def run(cfg: RunConfig, out: Callable[[str], None] = print) -> RunResult:
         cluster.start()
         cluster.wait_groups_formed(90)
         out(f"cluster up: broker {cluster.broker.port} behind proxy {cluster.proxy.port}; nemesis starts")
-        nemesis.run()
+        nemesis.run(None if cfg.deadline_s is None else time.monotonic() + cfg.deadline_s)
         result.faults = nemesis.done
         out(f"nemesis done: {sum(nemesis.done.values())} faults; final heal")
         caught_up = final_phase(cluster, cfg, out)
@@ -246,8 +249,10 @@ def short_config(seed: int, run_dir: Path) -> RunConfig:
 
 
 def long_config(seed: int, run_dir: Path, minutes: float) -> RunConfig:
-    """A long schedule: the same workload, the tmpfs sized for the records of ``minutes``."""
-    return RunConfig(seed, minutes * 60, run_dir, tmpfs_mb=64 + int(minutes * 4), replay=replay_command(seed, minutes))
+    """A long schedule: the same workload under faults for ``minutes`` (the schedule is drawn longer and cut
+    at that time, since restarts take less than the schedule's estimate), the tmpfs sized for its records."""
+    return RunConfig(seed, minutes * 90, run_dir, tmpfs_mb=64 + int(minutes * 4), replay=replay_command(seed, minutes),
+                     deadline_s=minutes * 60)  # fmt: skip
 
 
 def replay_command(seed: int, minutes: float = 0, *, short: bool = False) -> str:
