@@ -19,8 +19,8 @@
 //             closed) plus assigned/revoked/lost with the partitions each callback was given
 //   admin     bootstrap op ...: one Admin call per command (an Admin client per bootstrap is kept), its result
 //             as {"ev":"admin","op":...,"result":...} (errors by exception class, per item where Kafka has one)
-//   tool      main args [stdin]: a Kafka tool's main class run in this JVM with System.out/err captured and
-//             its exit call caught: {"ev":"tool","code":...,"out":...,"err":...}
+//   tool      main args [stdin timeout_s]: a Kafka tool's main class run in this JVM with System.out/err
+//             captured and its exit call caught: {"ev":"tool","code":...,"out":...,"err":...}
 //   exit      end the program
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -33,6 +33,7 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -45,12 +46,15 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -514,16 +518,11 @@ public final class GroupstreamHarness {
 
     // -- Kafka's tools, in this JVM ----------------------------------------------------------------------
 
-    static final class ToolExit extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-        final int code;
-        ToolExit(int code) {
-            super("exit " + code, null, false, false);
-            this.code = code;
-        }
-    }
-
-    /** A tool's main class with its output captured; Kafka's tools end through Exit, which throws here. */
+    /**
+     * A tool's main class with its output captured. Kafka's tools end through Exit, and some call it inside a
+     * catch-all, so the exit cannot unwind: the tool runs on its own thread, its exit is recorded and that
+     * thread parked for good (a daemon, one per run).
+     */
     static void tool(JsonNode cmd) throws Exception {
         List<String> args = new ArrayList<>();
         cmd.path("args").forEach(a -> args.add(a.asText()));
@@ -532,23 +531,45 @@ public final class GroupstreamHarness {
         PrintStream savedOut = System.out;
         PrintStream savedErr = System.err;
         InputStream savedIn = System.in;
-        int code = 0;
-        Exit.setExitProcedure((status, message) -> { throw new ToolExit(status); });
-        Exit.setHaltProcedure((status, message) -> { throw new ToolExit(status); });
+        CompletableFuture<Integer> exited = new CompletableFuture<>();
+        Exit.Procedure onExit = (status, message) -> {
+            exited.complete(status);
+            while (true) LockSupport.park();
+        };
+        Exit.setExitProcedure(onExit);
+        Exit.setHaltProcedure(onExit);
+        int code;
         try {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
             System.setIn(new ByteArrayInputStream(cmd.path("stdin").asText("").getBytes(StandardCharsets.UTF_8)));
-            Class.forName(cmd.path("main").asText()).getMethod("main", String[].class).invoke(null, (Object) args.toArray(new String[0]));
-        } catch (InvocationTargetException e) {
-            if (e.getCause() instanceof ToolExit exit) {
-                code = exit.code;
-            } else {
-                code = -1;
-                e.getCause().printStackTrace(System.err);
+            Method main = Class.forName(cmd.path("main").asText()).getMethod("main", String[].class);
+            Thread runner = new Thread(() -> {
+                try {
+                    main.invoke(null, (Object) args.toArray(new String[0]));
+                    exited.complete(0);
+                } catch (InvocationTargetException e) {
+                    e.getCause().printStackTrace(System.err);
+                    exited.complete(-1);
+                } catch (ReflectiveOperationException e) {
+                    e.printStackTrace(System.err);
+                    exited.complete(-1);
+                }
+            }, "tool");
+            runner.setDaemon(true);
+            runner.start();
+            try {
+                code = exited.get(cmd.path("timeout_s").asLong(100), TimeUnit.SECONDS);
+            } catch (TimeoutException e) {
+                code = -2;  // still running: where every thread is, for the report
+                Thread.getAllStackTraces().forEach((t, frames) -> {
+                    System.err.println("\"" + t.getName() + "\" " + t.getState());
+                    for (StackTraceElement f : frames) System.err.println("    at " + f);
+                });
             }
         } finally {
             System.out.flush();
+            System.err.flush();
             System.setOut(savedOut);
             System.setErr(savedErr);
             System.setIn(savedIn);
