@@ -4,7 +4,6 @@ manual clock, and Produce responses built with the real codec's classes."""
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +14,7 @@ from groupstream.client.producer.batch import ProducerBatch
 from groupstream.client.producer.idempotence import IdempotenceManager
 from groupstream.client.producer.sender import Sender, SenderConfig
 from groupstream.protocol.messages import by_name
+from groupstream.protocol.records.batch_header import HEADER_SIZE
 
 METADATA = by_name("Metadata")
 PRODUCE = by_name("Produce")
@@ -46,15 +46,20 @@ def metadata(leaders: dict[str, list[int]], brokers: tuple[int, ...] = (1, 2)) -
 def accumulator(
     batch_size: int = 100, linger_ms: int = 10, delivery_timeout_ms: int = 10_000
 ) -> RecordAccumulator:
+    """``batch_size`` counts the records' bytes: the batch header comes on top."""
     return RecordAccumulator(
-        batch_size=batch_size, linger_ms=linger_ms, compression=0, delivery_timeout_ms=delivery_timeout_ms
+        batch_size=HEADER_SIZE + batch_size,
+        linger_ms=linger_ms,
+        compression=0,
+        delivery_timeout_ms=delivery_timeout_ms,
     )
 
 
-def add(acc: RecordAccumulator, topic: str, partition: int, now_ms: int, value: bytes = b"v") -> Future[Any]:
-    f: Future[Any] = Future()
-    acc.append(topic, partition, now_ms, None, value, (), f, None, RECORD_SIZE, now_ms)
-    return f
+def add(
+    acc: RecordAccumulator, topic: str, partition: int, now_ms: int, value: bytes = b"v"
+) -> tuple[ProducerBatch, int]:
+    """Append a record of RECORD_SIZE bytes (a value of 23 bytes, deltas under 64); returns its batch and index."""
+    return acc.append(topic, partition, now_ms, None, value.ljust(23, b"."), None, now_ms)
 
 
 @dataclass

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from producer_kit import RECORD_SIZE, accumulator, add
 
+from groupstream.client.producer.accumulator import RecordAccumulator
 from groupstream.protocol.records import RecordBatch
+from groupstream.protocol.records.batch_header import HEADER_SIZE
 
 LEADERS = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2, ("u", 0): 2}
 
@@ -140,3 +142,64 @@ def test_abort_all_returns_everything() -> None:
     add(acc, "t", 0, 0)
     add(acc, "u", 0, 0)
     assert len(acc.abort_all()) == 2 and not acc.has_batches()
+
+
+def test_draining_an_open_batch_seals_it_and_the_next_record_opens_another() -> None:
+    acc = accumulator(batch_size=1000, linger_ms=0)
+    first, _ = add(acc, "t", 0, 0)
+    route = acc.routes["t"]
+    assert route.open[0] is first and route.bufs[0] is first.buf
+    (drained,) = acc.drain(0, [1], leader, 10**9, anything)[1]
+    assert drained is first and first.sealed and first.closed and route.open[0] is None
+    second, index = add(acc, "t", 0, 1)
+    assert second is not first and index == 0 and route.open[0] is second
+
+
+def test_a_full_batch_grows_only_while_a_batch_ahead_of_it_waits() -> None:
+    capacity = HEADER_SIZE + 2 * RECORD_SIZE
+    acc = RecordAccumulator(
+        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000,
+        max_capacity=HEADER_SIZE + 10 * RECORD_SIZE,
+    )  # fmt: skip
+    taken: list[int] = []
+
+    def take(n: int) -> bool:
+        taken.append(n)
+        return True
+
+    for _ in range(2):
+        add(acc, "t", 0, 0)
+    route = acc.routes["t"]
+    assert not acc.grow(route, 0, take)  # the open batch is next to go: nothing is gained by waiting
+    add(acc, "t", 0, 0)  # a second batch; the first waits ahead of it
+    add(acc, "t", 0, 0)
+    second = route.open[0]
+    assert second is not None and second.record_count == 2
+    assert acc.grow(route, 0, take) and second.capacity == 2 * capacity  # batch.size more
+    assert route.limits[0] == second.capacity and second.memory == taken[0] == capacity
+    for _ in range(4):
+        add(acc, "t", 0, 0)
+    assert second.record_count == 6 and route.open[0] is second  # it took the records instead of a new batch
+    assert acc.grow(route, 0, take) and second.capacity == HEADER_SIZE + 10 * RECORD_SIZE  # up to the maximum
+    assert not acc.grow(route, 0, take) and taken == [capacity, HEADER_SIZE + 10 * RECORD_SIZE - 2 * capacity]
+    other = RecordAccumulator(
+        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000,
+        max_capacity=HEADER_SIZE + 10 * RECORD_SIZE,
+    )  # fmt: skip
+    for _ in range(3):
+        add(other, "t", 0, 0)  # a second batch behind the first
+    assert not other.grow(other.routes["t"], 0, lambda n: False)  # buffer.memory has no room: no growth
+    assert other.grow(other.routes["t"], 0, lambda n: True)
+
+
+def test_outstanding_counts_queued_in_flight_and_handed_over_records_until_completed() -> None:
+    acc = accumulator(batch_size=RECORD_SIZE, linger_ms=0)
+    add(acc, "t", 0, 0)
+    add(acc, "t", 0, 0)
+    with acc.lock:
+        acc.pending += 1  # a record waiting for its topic's metadata
+    assert acc.outstanding() == 3
+    (b,) = acc.drain(0, [1], leader, 10**9, anything)[1]
+    assert acc.outstanding() == 3 and acc.records == 1  # in flight still counts
+    acc.completed(b)
+    assert acc.outstanding() == 2

@@ -1,13 +1,15 @@
-"""`DeliveryFuture` behaves as a ``concurrent.futures.Future`` in every way callers use one."""
+"""`DeliveryHandle` answers what callers ask a ``concurrent.futures.Future``, computed from its batch's outcome;
+`BulkDelivery` covers the batches of one bulk call."""
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
 
 import pytest
 
-from groupstream.client.producer.future import DeliveryFuture
+from groupstream.client.producer import RecordMetadata
+from groupstream.client.producer.future import BatchOutcome, BulkDelivery, DeliveryHandle, failed_handle
 
 
 def later(fn: object, *args: object) -> threading.Thread:
@@ -16,63 +18,91 @@ def later(fn: object, *args: object) -> threading.Thread:
     return t
 
 
-def test_is_a_future_and_settles_without_waiters() -> None:
-    f: DeliveryFuture[int] = DeliveryFuture()
-    assert isinstance(f, Future) and not f.done()
-    f.set_result(3)
-    assert f.done() and f.result(0) == 3 and f.exception(0) is None
-    with pytest.raises(InvalidStateError):
-        f.set_result(4)
-    with pytest.raises(InvalidStateError):
-        f.set_exception(ValueError())
+def test_each_record_of_a_batch_gets_its_own_offset_and_timestamp() -> None:
+    outcome = BatchOutcome("t", 3)
+    handles = [DeliveryHandle.make(outcome, i, 1_000 + i) for i in range(3)]
+    assert not any(h.done() for h in handles) and all(h.running() for h in handles)
+    outcome.succeed(40, -1)
+    assert [h.result(0) for h in handles] == [RecordMetadata("t", 3, 40 + i, 1_000 + i) for i in range(3)]
+    assert all(h.done() and h.exception(0) is None for h in handles)
 
 
-def test_a_waiting_thread_is_woken() -> None:
-    f: DeliveryFuture[int] = DeliveryFuture()
+def test_log_append_time_and_acks_zero() -> None:
+    appended = BatchOutcome("t", 0)
+    appended.succeed(7, 5_555)  # the broker's time replaces every record's own
+    assert DeliveryHandle.make(appended, 1, 1).result(0) == RecordMetadata("t", 0, 8, 5_555)
+    unknown = BatchOutcome("t", 0)
+    unknown.succeed(-1, -1)  # acks=0: the broker says nothing
+    assert DeliveryHandle.make(unknown, 2, 9).result(0) == RecordMetadata("t", 0, -1, 9)
+
+
+def test_a_waiting_thread_is_woken_and_a_timeout_raises() -> None:
+    outcome = BatchOutcome("t", 0)
+    handle = DeliveryHandle.make(outcome, 0, 1)
+    with pytest.raises(TimeoutError):
+        handle.result(0.01)
     ready = threading.Event()
-    got: list[int] = []
+    got: list[RecordMetadata] = []
 
     def waiter() -> None:
         ready.set()
-        got.append(f.result(10))
+        got.append(handle.result(10))
 
     t = later(waiter)
     ready.wait(5)
-    f.set_result(5)  # whether or not the waiter already blocked, it must see this
+    outcome.succeed(0, -1)  # whether or not the waiter already blocked, it must see this
     t.join(10)
-    assert got == [5]
+    assert got == [RecordMetadata("t", 0, 0, 1)]
 
 
-def test_exceptions_callbacks_and_helpers() -> None:
-    f: DeliveryFuture[int] = DeliveryFuture()
+def test_failures_callbacks_and_helpers() -> None:
+    outcome = BatchOutcome("t", 1)
+    handle = DeliveryHandle.make(outcome, 0, 1)
     seen: list[object] = []
-    f.add_done_callback(lambda fut: seen.append(fut.exception()))
+    handle.add_done_callback(lambda h: seen.append((h, h.exception())))
     err = ValueError("x")
-    t = later(f.set_exception, err)
+    t = later(outcome.fail, err)
     with pytest.raises(ValueError):
-        f.result(10)
+        handle.result(10)
     t.join()
-    assert seen == [err]
-    g: DeliveryFuture[int] = DeliveryFuture()
-    h: DeliveryFuture[int] = DeliveryFuture()
-    t = later(h.set_result, 1)
+    assert seen == [(handle, err)] and handle.exception(0) is err
+    outcome.succeed(5, -1)  # a second verdict is ignored
+    assert handle.exception(0) is err
+    late: list[object] = []
+    handle.add_done_callback(late.append)  # already done: runs at once
+    assert late == [handle]
+    refused = failed_handle("t", -1, 3, KeyError("k"))
+    assert refused.done() and isinstance(refused.exception(0), KeyError)
+
+
+def test_as_future_for_wait_and_as_completed() -> None:
+    slow, fast = BatchOutcome("t", 0), BatchOutcome("t", 1)
+    g, h = DeliveryHandle.make(slow, 0, 1).as_future(), DeliveryHandle.make(fast, 2, 1).as_future()
+    assert isinstance(g, Future)
+    t = later(fast.succeed, 10, -1)
     done, _ = wait([g, h], 10, return_when=FIRST_COMPLETED)
     t.join()
-    assert done == {h}
-    g.set_result(2)
-    assert {x.result() for x in as_completed([g, h], 10)} == {1, 2}
-    late: list[int] = []
-    g.add_done_callback(lambda fut: late.append(fut.result()))  # already done: runs at once
-    assert late == [2]
+    assert done == {h} and h.result(0).offset == 12
+    slow.fail(RuntimeError("gone"))
+    assert {type(x.exception()) for x in as_completed([g, h], 10)} == {RuntimeError, type(None)}
 
 
-def test_cancel() -> None:
-    f: DeliveryFuture[int] = DeliveryFuture()
-    assert f.cancel() and f.cancelled()
-    with pytest.raises(CancelledError):
-        f.result(0)
-    with pytest.raises(InvalidStateError):
-        f.set_result(1)
-    g: DeliveryFuture[int] = DeliveryFuture()
-    g.set_result(1)
-    assert not g.cancel()
+def test_a_produced_record_cannot_be_cancelled() -> None:
+    handle = DeliveryHandle.make(BatchOutcome("t", 0), 0, 1)
+    assert not handle.cancel() and not handle.cancelled() and not handle.done()
+
+
+def test_bulk_delivery_waits_for_every_batch_and_reports_the_first_error() -> None:
+    a, b = BatchOutcome("t", 0), BatchOutcome("t", 1)
+    bulk = BulkDelivery(5, [a, b])
+    a.succeed(0, -1)
+    assert not bulk.done()
+    with pytest.raises(TimeoutError):
+        bulk.result(0.01)
+    b.fail(OSError("disk"))
+    assert bulk.done() and isinstance(bulk.exception(0), OSError)
+    with pytest.raises(OSError):
+        bulk.result(0)
+    ok = BulkDelivery(2, [a])
+    assert ok.result(0) == 2 and ok.exception(0) is None
+    assert BulkDelivery(0, []).result(0) == 0

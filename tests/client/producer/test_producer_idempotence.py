@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 from groupstream.client.producer.batch import ProducerBatch
+from groupstream.client.producer.encode import append_record
 from groupstream.client.producer.idempotence import SEQUENCE_MODULUS, IdempotenceManager, add_sequence
 from groupstream.protocol.records import RecordBatch, validate_batch
 
 
 def batch(records: int, partition: int = 0) -> ProducerBatch:
-    b = ProducerBatch("t", partition, 0, 0)
+    b = ProducerBatch("t", partition, 0, 0, 10**6)
     for i in range(records):
-        b.try_append(1_000 + i, None, b"v%d" % i, (), Future(), None, 10, 10**6)
+        assert append_record(b.buf, 1_000 + i, None, b"v%d" % i, None, b.capacity) == i
+    b.seal()
     return b
 
 

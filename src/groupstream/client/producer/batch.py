@@ -1,64 +1,89 @@
 """One partition's batch on its way to the broker: the records' bytes, and who to tell how it went.
 
-A batch is open while records are appended (a `BatchBuilder`), closed into bytes when it is first drained
-into a request, and stamped with the producer id, epoch and base sequence at that point: with idempotence
-the sequence belongs to the first send, and a retry resends the same bytes so the broker can recognise a
-duplicate. When an epoch bump renumbers a batch, only the header fields and the CRC are rewritten.
+A batch is open while application threads append records to ``buf`` (under the accumulator's lock; see
+``encode``): ``buf`` is the batch's own wire format, header first, so nothing is copied or re-encoded later.
+It is *sealed* when it takes no more records (it is full, or drained into a request), and *closed* into its
+final bytes when first drained: the header's length, attributes and CRC are filled in (and the records
+compressed, if the producer compresses). With idempotence the producer id, epoch and base sequence are
+stamped at that point, because a sequence belongs to the first send and a retry resends the same bytes so the
+broker can recognise a duplicate; an epoch bump rewrites only those fields and the CRC.
+
+``memory`` is what the batch holds of ``buffer.memory``: reserved once when it was opened (its capacity),
+released when it completes, either way.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any
 
-from groupstream.protocol.records import BatchBuilder
-from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, NO_SEQUENCE, patch_crc
+from groupstream.client.producer.encode import batch_count, new_batch_buffer
+from groupstream.client.producer.future import BatchOutcome
+from groupstream.protocol.records.batch_header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    patch_crc,
+)
+from groupstream.protocol.records.compression import compress
 
 # producerId int64 @43, producerEpoch int16 @51, baseSequence int32 @53 (inside the CRC'd range)
 _PRODUCER_FIELDS = struct.Struct(">qhi")
 _PRODUCER_FIELDS_AT = 43
-# a record's bytes beyond key, value and headers: length, attributes, deltas, key/value lengths, header count
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+# a record's bytes beyond key, value and headers, at most: length, attributes, deltas, key/value lengths, header
+# count (what a record is assumed to take before it is encoded: sizing a new batch, checking max.request.size)
 RECORD_OVERHEAD = 21
 
 DeliveryCallback = Callable[[BaseException | None, Any], None]
+# (index in the batch, timestamp, on_delivery or None, the record's own outcome or None): records that asked
+# for a callback, and records that waited for metadata and hold an outcome of their own
+Extra = tuple[int, int, DeliveryCallback | None, BatchOutcome | None]
 
 
 class ProducerBatch:
     __slots__ = (
         "attempts",
         "base_sequence",
-        "builder",
-        "callbacks",
+        "buf",
+        "capacity",
         "closed",
+        "compression",
+        "count",
         "created_ms",
         "data",
         "drain_order",
-        "estimated_size",
-        "futures",
+        "extras",
         "in_flight",
         "last_error",
         "memory",
+        "outcome",
         "partition",
         "producer_epoch",
         "producer_id",
         "retry_at_ms",
-        "timestamps",
+        "sealed",
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, compression: int, now_ms: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, compression: int, now_ms: int, capacity: int, memory: int = 0
+    ) -> None:
         self.topic = topic
         self.partition = partition
+        self.compression = compression
         self.created_ms = now_ms
-        self.builder: BatchBuilder | None = BatchBuilder(compression=compression)
-        self.futures: list[Future[Any]] = []
-        self.timestamps: list[int] = []
-        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None
-        self.memory = 0  # buffer.memory bytes this batch holds, released when it completes
-        self.estimated_size = 0
+        self.capacity = capacity  # bytes ``buf`` may grow to (header included) once it holds a record
+        self.memory = memory
+        self.buf = new_batch_buffer()
+        self.outcome = BatchOutcome(topic, partition)
+        self.extras: list[Extra] | None = None
+        self.sealed = False
         self.closed = False
+        self.count = 0  # records, known once closed (``record_count`` reads an open batch's header)
         self.data: bytearray | None = None
         self.attempts = 0  # sends so far
         self.retry_at_ms = 0
@@ -75,7 +100,12 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.futures)
+        return self.count if self.closed else batch_count(self.buf)
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire: final once closed, else the uncompressed size so far."""
+        return len(self.data) if self.data is not None else len(self.buf)
 
     @property
     def is_retry(self) -> bool:
@@ -87,53 +117,50 @@ class ProducerBatch:
             f"attempts={self.attempts}{', closed' if self.closed else ''})"
         )
 
-    def try_append(
-        self,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes | None]],
-        future: Future[Any],
-        callback: DeliveryCallback | None,
-        size: int,
-        batch_size: int,
-    ) -> bool:
-        """Append unless the batch is closed or ``size`` more bytes would pass ``batch_size`` (a batch always
-        takes its first record, however large)."""
-        builder = self.builder
-        if self.closed or builder is None or (self.futures and self.estimated_size + size > batch_size):
-            return False
-        builder.append(timestamp, key, value, headers)
-        if callback is not None:
-            if self.callbacks is None:
-                self.callbacks = []
-            self.callbacks.append((len(self.futures), callback))
-        self.futures.append(future)
-        self.timestamps.append(timestamp)
-        self.estimated_size += size
-        self.memory += size
-        return True
+    def add_extra(
+        self, index: int, timestamp: int, callback: DeliveryCallback | None, own: BatchOutcome | None
+    ) -> None:
+        if self.extras is None:
+            self.extras = []
+        self.extras.append((index, timestamp, callback, own))
 
-    def is_full(self, batch_size: int) -> bool:
-        return self.closed or self.estimated_size >= batch_size
-
-    def close(self) -> bytearray:
-        """Seal the batch into its wire bytes (compressing them) on first use; later appends go elsewhere."""
-        if self.data is None:
-            builder = self.builder
-            assert builder is not None, "a batch without records is never drained"
-            self.data = bytearray(builder.build())
-            self.builder = None
-            self.closed = True
-        return self.data
+    def is_full(self) -> bool:
+        return self.sealed or len(self.buf) >= self.capacity
 
     def seal(self) -> None:
-        """Take no more records (a newer batch follows it), without building the bytes yet."""
-        self.closed = True
+        """Take no more records (a newer batch follows it, or it is being sent)."""
+        self.sealed = True
+
+    def close(self) -> bytearray:
+        """The batch's wire bytes, finished on first use (length, attributes, compression, CRC). Only a sealed
+        batch is closed: no record can be appended meanwhile."""
+        data = self.data
+        if data is None:
+            data = self._finish()
+            patch_crc(data, 0, len(data))
+        return data
+
+    def _finish(self) -> bytearray:
+        data = self.data
+        if data is None:
+            buf = self.buf
+            self.count = batch_count(buf)
+            assert self.count > 0, "a batch without records is never drained"
+            if self.compression:
+                data = bytearray(buf[:HEADER_SIZE])
+                data += compress(self.compression, memoryview(buf)[HEADER_SIZE:])
+            else:
+                data = buf
+            _LENGTH.pack_into(data, 8, len(data) - LOG_OVERHEAD)
+            _ATTRIBUTES.pack_into(data, 21, self.compression)
+            self.data = data
+            self.buf = data  # the uncompressed copy is not needed any more
+            self.sealed = self.closed = True
+        return data
 
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         """Write the idempotence fields into the header and recompute the CRC."""
-        data = self.close()
+        data = self._finish()  # the CRC is computed once, below
         _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_AT, producer_id, producer_epoch, base_sequence)
         patch_crc(data, 0, len(data))
         self.producer_id = producer_id

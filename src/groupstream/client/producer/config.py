@@ -1,7 +1,12 @@
 """Producer configuration under the Java client's property names, checked once at construction.
 
 Defaults are Kafka 4's: ``acks=all``, idempotence on, ``linger.ms=5``, ``batch.size=16384``, unlimited
-``retries`` bounded by ``delivery.timeout.ms=120000``. As in Java, idempotence that was only defaulted gives
+``retries`` bounded by ``delivery.timeout.ms=120000``.
+
+``batch.max.size`` (KIP-782's name; not a Java property yet) lets a batch grow past ``batch.size`` while the
+partition has a batch ahead of it still waiting to be sent: a producer that is ahead of the broker then sends
+fewer, larger requests (what librdkafka gets from its 1 MB ``batch.size``), while one that is not still sends
+``batch.size`` batches after ``linger.ms``. Set it to ``batch.size`` (or less) for Java's fixed batches. As in Java, idempotence that was only defaulted gives
 way to a setting that conflicts with it (``acks=1``, ``retries=0``, more than 5 requests in flight), while
 ``enable.idempotence=true`` set explicitly together with such a setting is an error naming both.
 """
@@ -28,6 +33,7 @@ PRODUCER_PROPERTIES = (
     "acks",
     "linger.ms",
     "batch.size",
+    "batch.max.size",
     "compression.type",
     "enable.idempotence",
     "retries",
@@ -52,6 +58,7 @@ class ProducerConfig:
     acks: int = -1
     linger_ms: int = 5
     batch_size: int = 16_384
+    batch_max_size: int = 1_048_576
     compression: Codec = Codec.NONE
     idempotence: bool = True
     retries: int = INT32_MAX
@@ -108,6 +115,7 @@ class ProducerConfig:
             acks=acks,
             linger_ms=linger,
             batch_size=r.int_("batch.size", cls.batch_size, minimum=0),
+            batch_max_size=r.int_("batch.max.size", cls.batch_max_size, minimum=0),
             compression=Codec(codec),
             idempotence=idempotence,
             retries=retries,

@@ -1,32 +1,38 @@
-"""Records from the application, placed on the network thread: partition, then into the accumulator.
+"""The network thread's side of ``produce``: topic routes from the metadata, and records that came before them.
 
-`produce` on an application thread only checks, serializes and queues a record (the producer's hand-off
-queue, drained here at the start of every loop iteration); partitions are chosen here because the metadata
-lives on this thread. A record for a topic the metadata does not know yet waits for it, as Java's ``send``
-waits on metadata, for at most ``max.block.ms``; then it fails with UNKNOWN_TOPIC_OR_PARTITION naming the
-topic (a topic that does not exist and that the broker will not create), or, when no broker could be reached
-to ask, with REQUEST_TIMED_OUT saying so (not that the topic is missing). Pure apart from reading the queue.
+An application thread places a record itself once its topic has a route (see ``accumulator``). Routes are
+published here, from the metadata, which lives on this thread. A record for a topic without a route is handed
+over instead (the producer's hand-off queue, drained at the start of every loop iteration) and waits here for
+the topic's metadata, as Java's ``send`` waits on metadata, for at most ``max.block.ms``; then it fails with
+UNKNOWN_TOPIC_OR_PARTITION naming the topic (a topic that does not exist and that the broker will not create),
+or, when no broker could be reached to ask, with REQUEST_TIMED_OUT saying so (not that the topic is missing).
+
+Order. A topic's waiting records are placed before its route is published, both under the accumulator's lock,
+and an application thread hands a record over only while it holds the same lock and sees no route; so every
+record handed over is placed before any record appended directly, in the order they were produced.
 """
 
 from __future__ import annotations
 
 import queue
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 from groupstream.client.errors import KafkaError
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.requests import PollResult
-from groupstream.client.producer.accumulator import RecordAccumulator
+from groupstream.client.producer import encode
+from groupstream.client.producer.accumulator import RecordAccumulator, TopicRoute
 from groupstream.client.producer.batch import DeliveryCallback
+from groupstream.client.producer.future import BatchOutcome
+from groupstream.client.producer.memory import BufferMemory
 from groupstream.client.producer.partitioner import Partitioner
 from groupstream.protocol.error_codes import ErrorCode, is_retriable
 
-# (topic, partition or None, key, value, timestamp, headers, future, callback or None, size)
+# (topic, partition or None, key, value, timestamp, headers or None, its own outcome, callback or None,
+#  bytes reserved for it in buffer.memory)
 PendingRecord = tuple[
-    str, int | None, bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]], Future[Any],
+    str, int | None, bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]] | None, BatchOutcome,
     DeliveryCallback | None, int,
 ]  # fmt: skip
 RecordFailed = Callable[[PendingRecord, BaseException], None]
@@ -45,42 +51,41 @@ class RecordIntake:
         accumulator: RecordAccumulator,
         metadata: MetadataCache,
         partitioner: Partitioner,
+        memory: BufferMemory,
         *,
         max_block_ms: int,
         on_failed: RecordFailed,
         unreachable: Callable[[], str | None] = lambda: None,
     ) -> None:
-        """``unreachable()``: why no broker can be reached right now, or None (the network client's view)."""
+        """``on_failed(record, error)`` settles a record that gives up (called with the accumulator's lock
+        held); ``unreachable()``: why no broker can be reached right now, or None (the network client's view)."""
         self._records = records
         self._acc = accumulator
         self._metadata = metadata
         self._partitioner = partitioner
+        self._memory = memory
         self._max_block_ms = max_block_ms
         self._on_failed = on_failed
         self._unreachable = unreachable
         self._waiting: dict[str, _Waiting] = {}
         self._seen_version = -1
-        self._counts: dict[
-            str, int
-        ] = {}  # partition counts of known topics, at metadata version _seen_version
 
     def poll(self, now_ms: int) -> PollResult:
-        if self._metadata.version != self._seen_version:
-            self._seen_version = self._metadata.version
-            self._counts.clear()
-            if self._waiting:
-                self._retry_waiting(now_ms)
-        records = self._records
-        place = self._place
-        while True:
-            try:
-                rec = records.get_nowait()
-            except queue.Empty:
-                break
-            place(rec, now_ms)
-        if not self._waiting:
+        changed = self._metadata.version != self._seen_version
+        if not changed and not self._waiting and self._records.empty():
             return PollResult()
-        return PollResult((), self._expire_waiting(now_ms))
+        acc = self._acc
+        with acc.lock:
+            if changed:
+                self._seen_version = self._metadata.version
+                self._refresh_routes()
+            self._drain(now_ms)  # first: records handed over before a route is published below
+            if self._waiting:
+                self._place_waiting(now_ms)
+            if not self._waiting:
+                return PollResult()
+            delay = self._expire_waiting(now_ms)
+        return PollResult((), delay)
 
     def has_pending_work(self) -> bool:
         return bool(self._waiting) or not self._records.empty()
@@ -89,70 +94,117 @@ class RecordIntake:
         pass
 
     def fail_pending(self, error: BaseException) -> None:
-        for waiting in self._waiting.values():
-            for rec in waiting.records:
-                self._on_failed(rec, error)
-        self._waiting.clear()
+        acc = self._acc
+        with acc.lock:
+            if acc.refusal is None:
+                acc.refusal = error
+            for waiting in self._waiting.values():
+                for rec in waiting.records:
+                    self._fail(rec, error)
+            self._waiting.clear()
+            while True:
+                try:
+                    rec = self._records.get_nowait()
+                except queue.Empty:
+                    return
+                self._fail(rec, error)
+
+    # --- routes and placing (the accumulator's lock held) ---------------------------------------------------------
+
+    def _refresh_routes(self) -> None:
+        metadata = self._metadata
+        for topic in list(self._acc.routes):
+            count = metadata.partition_count(topic)
+            if count is not None:
+                self._acc.publish(topic, count, metadata.available_partitions(topic))
+
+    def _drain(self, now_ms: int) -> None:
+        records = self._records
         while True:
             try:
-                rec = self._records.get_nowait()
+                rec = records.get_nowait()
             except queue.Empty:
                 return
-            self._on_failed(rec, error)
+            topic = rec[0]
+            route = self._acc.routes.get(topic)
+            if route is not None and topic not in self._waiting:
+                self._place(route, rec, now_ms)
+            else:
+                self._wait(rec, now_ms)
 
-    # --- placing ---------------------------------------------------------------------------------------------
+    def _wait(self, rec: PendingRecord, now_ms: int) -> None:
+        topic = rec[0]
+        waiting = self._waiting.get(topic)
+        if waiting is not None:
+            waiting.records.append(rec)  # keep the order of records behind the first one
+            return
+        code = self._metadata.topic_errors.get(topic)
+        if code is not None and not is_retriable(code):
+            self._fail(rec, KafkaError(code, resource=topic))
+            return
+        self._waiting[topic] = _Waiting(now_ms + self._max_block_ms, [rec])
+        self._metadata.add_topics((topic,))
+        self._metadata.request_update()
 
-    def _place(self, rec: PendingRecord, now_ms: int) -> None:
-        topic, partition, key, value, timestamp, headers, future, callback, size = rec
-        count = self._counts.get(topic)
-        if count is None:
-            count = self._count(rec, now_ms)
+    def _place_waiting(self, now_ms: int) -> None:
+        metadata = self._metadata
+        for topic in list(self._waiting):
+            count = metadata.partition_count(topic)
             if count is None:
-                return
+                code = metadata.topic_errors.get(topic)
+                if code is not None and not is_retriable(code):
+                    for rec in self._waiting.pop(topic).records:
+                        self._fail(rec, KafkaError(code, resource=topic))
+                continue
+            route = self._acc.publish(topic, count, metadata.available_partitions(topic))
+            for rec in self._waiting.pop(topic).records:
+                self._place(route, rec, now_ms)
+
+    def _place(self, route: TopicRoute, rec: PendingRecord, now_ms: int) -> None:
+        topic, partition, key, value, timestamp, headers, outcome, callback, size = rec
+        acc = self._acc
+        partitioner = self._partitioner
+        sticky = False
         if partition is None:
-            partition = self._partitioner.partition(topic, key, count, size)
-        elif not 0 <= partition < count:
-            self._on_failed(
+            if partitioner.custom is None and (key is None or not partitioner.use_keys):
+                sticky = True
+            partition = partitioner.partition(route, key)
+        if not 0 <= partition < route.count:
+            self._fail(
                 rec,
                 KafkaError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"partition {partition} of topic {topic!r} does not exist (it has {count})",
+                    f"partition {partition} of topic {topic!r} does not exist (it has {route.count})",
                     resource=topic,
                 ),
             )
             return
-        self._acc.append(topic, partition, timestamp, key, value, headers, future, callback, size, now_ms)
+        batch = route.open[partition]
+        index = -1
+        if batch is not None:
+            index = encode.append_record(batch.buf, timestamp, key, value, headers, batch.capacity)
+        if index < 0:
+            if sticky:
+                acc.seal_open(route, partition)
+                partition = partitioner.next_sticky(route)
+                batch = route.open[partition]
+                if batch is not None:
+                    index = encode.append_record(batch.buf, timestamp, key, value, headers, batch.capacity)
+            if index < 0:
+                capacity = acc.capacity_for(size)
+                self._memory.force(capacity)
+                batch, _wake = acc.open_batch(route, partition, capacity, capacity, now_ms)
+                index = encode.append_record(batch.buf, timestamp, key, value, headers, capacity)
+        assert batch is not None
+        outcome.partition = partition
+        batch.add_extra(index, timestamp, callback, outcome)
+        acc.pending -= 1
+        self._memory.release(size)
 
-    def _count(self, rec: PendingRecord, now_ms: int) -> int | None:
-        """The topic's partition count (cached until the metadata changes), or None when the record had to
-        wait for the metadata or failed."""
-        topic = rec[0]
-        if topic in self._waiting:
-            self._waiting[topic].records.append(rec)  # keep the order of records behind the first one
-            return None
-        metadata = self._metadata
-        count = metadata.partition_count(topic)
-        if count is not None:
-            self._counts[topic] = count
-            return count
-        code = metadata.topic_errors.get(topic)
-        if code is not None and not is_retriable(code):
-            self._on_failed(rec, KafkaError(code, resource=topic))
-            return None
-        self._waiting[topic] = _Waiting(now_ms + self._max_block_ms, [rec])
-        metadata.add_topics((topic,))
-        metadata.request_update()
-        return None
-
-    def _retry_waiting(self, now_ms: int) -> None:
-        for topic in list(self._waiting):
-            if self._metadata.partition_count(topic) is None:
-                code = self._metadata.topic_errors.get(topic)
-                if code is None or is_retriable(code):
-                    continue
-            waiting = self._waiting.pop(topic)
-            for rec in waiting.records:
-                self._place(rec, now_ms)
+    def _fail(self, rec: PendingRecord, error: BaseException) -> None:
+        self._acc.pending -= 1
+        self._on_failed(rec, error)
+        self._acc.route_changed.notify_all()  # a bulk producer may wait for this record's route or failure
 
     def _expire_waiting(self, now_ms: int) -> int | None:
         soonest: int | None = None
@@ -177,6 +229,6 @@ class RecordIntake:
                 text = f"topic {topic!r} has no usable metadata after max.block.ms={self._max_block_ms} ms"
             err = KafkaError(code, text, resource=topic)
             for rec in waiting.records:
-                self._on_failed(rec, err)
+                self._fail(rec, err)
             self._metadata.remove_topics((topic,))
         return soonest

@@ -1,52 +1,48 @@
-"""Choosing a partition for a record that names none. Pure: the random source is passed in.
+"""Choosing a partition for a record that names none. The random source is passed in; the caller holds the
+accumulator's lock (the sticky partition lives in the topic's route, shared by every producing thread).
 
 Keyed records go where Java's default partitioner puts them: ``toPositive(murmur2(key)) % partitions``, so
 keys land on the same partitions as with Java clients and librdkafka's ``murmur2_random``. Records without a
-key stick to one partition until ``batch.size`` bytes went there, then move to another partition that has a
-leader, picked at random (the "uniform sticky" rule of KIP-794): batches fill up instead of a trickle of tiny
-batches to every partition. ``uniform_sticky`` applies the sticky rule to keyed records too (Java's
-``partitioner.ignore.keys=true``); a callable decides by itself.
+key stick to one partition until it needs a new batch (its batch filled up, or went to the broker), then move
+to another partition that has a leader, picked at random (the sticky partitioner of KIP-480): batches fill up
+instead of a trickle of tiny batches to every partition. ``uniform_sticky`` applies the sticky rule to keyed
+records too (Java's ``partitioner.ignore.keys=true``); a callable decides by itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from groupstream.client.producer import encode
+from groupstream.client.producer.accumulator import TopicRoute
 from groupstream.client.producer.config import PartitionerFn
-from groupstream.protocol.partitioner import default_partition
 
 
 class Partitioner:
-    def __init__(
-        self,
-        mode: str | PartitionerFn,
-        batch_size: int,
-        randrange: Callable[[int], int],
-        available: Callable[[str], Sequence[int]],
-    ) -> None:
-        self._available = available  # the topic's partitions that have a leader, asked only when switching
-        self._custom: PartitionerFn | None = mode if callable(mode) else None
-        self._use_keys = mode != "uniform_sticky"
-        self._batch_size = max(1, batch_size)
+    def __init__(self, mode: str | PartitionerFn, randrange: Callable[[int], int]) -> None:
+        self.custom: PartitionerFn | None = mode if callable(mode) else None
+        self.use_keys = mode != "uniform_sticky"
         self._randrange = randrange
-        self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes produced to it]
 
-    def partition(self, topic: str, key: bytes | None, num_partitions: int, size: int) -> int:
-        """The partition for a record of ``size`` bytes."""
-        if self._custom is not None:
-            return self._custom(topic, key, num_partitions)
-        if key is not None and self._use_keys:
-            return default_partition(key, num_partitions)
-        state = self._sticky.get(topic)
-        if state is None or state[1] >= self._batch_size or state[0] >= num_partitions:
-            current = state[0] if state is not None else -1
-            state = [self._next(current, num_partitions, self._available(topic)), 0]
-            self._sticky[topic] = state
-        state[1] += size
-        return state[0]
+    def partition(self, route: TopicRoute, key: bytes | None) -> int:
+        """The partition of a record that names none. A custom partitioner's answer is not checked here."""
+        if self.custom is not None:
+            return self.custom(route.topic, key, route.count)
+        if key is not None and self.use_keys:
+            return encode.key_partition(key, route.count)
+        return self.sticky(route)
 
-    def _next(self, current: int, num_partitions: int, available: Sequence[int]) -> int:
-        choices = [p for p in available if p < num_partitions] or list(range(num_partitions))
+    def sticky(self, route: TopicRoute) -> int:
+        """The partition records without a key go to now."""
+        if not 0 <= route.sticky < route.count:
+            self.next_sticky(route)
+        return route.sticky
+
+    def next_sticky(self, route: TopicRoute) -> int:
+        """Move the sticky partition (its batch is full or gone): another partition with a leader, at random."""
+        current = route.sticky
+        choices = [p for p in route.available if p < route.count] or list(range(route.count))
         if len(choices) > 1 and current in choices:
             choices.remove(current)
-        return choices[self._randrange(len(choices))]
+        route.sticky = choices[self._randrange(len(choices))]
+        return route.sticky
