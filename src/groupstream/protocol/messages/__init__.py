@@ -43,6 +43,10 @@ _MODULES = (
     "consumer_group_heartbeat",
     "consumer_group_describe",
     "elect_leaders",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 APIS: dict[int, CompiledApi] = {}
