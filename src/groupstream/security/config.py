@@ -1,0 +1,249 @@
+"""Listeners and their security, under Kafka's broker property names.
+
+- A listener is ``NAME://HOST:PORT``; NAME is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or
+  a name that ``listener.security.protocol.map`` (``NAME:PROTOCOL,...``) maps to one. A bare ``HOST:PORT`` is
+  PLAINTEXT. IPv6 hosts go in brackets.
+- ``listener.name.<name>.<property>`` (the name lower-cased) overrides a TLS or SASL property for one listener,
+  as in Kafka. As in Kafka since 3.0, ``ssl.client.auth`` applies to SSL listeners only; a SASL_SSL listener asks
+  for client certificates only when its listener-prefixed property says so.
+- ``sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default: the two SCRAM mechanisms; Kafka's
+  default, GSSAPI, needs Kerberos, which we do not offer, nor OAUTHBEARER yet).
+
+Errors are `SecurityConfigError` naming the property.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from groupstream.security.principal import PrincipalMapper
+from groupstream.security.sasl import MECHANISMS
+from groupstream.security.tls import CLIENT_AUTH, TlsSettings
+
+__all__ = [
+    "GLOBAL_PROPERTIES",
+    "LISTENER_PROPERTIES",
+    "ListenerSecurity",
+    "ListenerSpec",
+    "SecurityConfigError",
+    "SecurityProtocol",
+    "listener_security",
+    "parse_listeners",
+    "parse_protocol_map",
+]
+
+
+class SecurityConfigError(ValueError):
+    pass
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+
+_SSL_PROPERTIES = (
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+    "ssl.principal.mapping.rules",
+)
+LISTENER_PROPERTIES = frozenset({*_SSL_PROPERTIES, "sasl.enabled.mechanisms", "connections.max.reauth.ms"})
+"""What ``listener.name.<name>.`` may override."""
+GLOBAL_PROPERTIES = frozenset(
+    {*LISTENER_PROPERTIES, "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size"}
+)
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"})
+
+DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    name: str
+    protocol: SecurityProtocol
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_protocol_map(text: str | None) -> dict[str, SecurityProtocol]:
+    """``listener.security.protocol.map``; each protocol also maps to itself."""
+    out = {p.value: p for p in SecurityProtocol}
+    if not text or not text.strip():
+        return out
+    for item in text.split(","):
+        name, sep, proto = item.strip().partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name:
+            raise SecurityConfigError(f"listener.security.protocol.map entries are NAME:PROTOCOL, got {item.strip()!r}")
+        try:
+            protocol = SecurityProtocol(proto)
+        except ValueError:
+            raise SecurityConfigError(
+                f"listener.security.protocol.map: {proto!r} is not a security protocol "
+                f"({', '.join(p.value for p in SecurityProtocol)})"
+            ) from None
+        if name in out and name in SecurityProtocol.__members__ and out[name] is not protocol:
+            raise SecurityConfigError(f"listener.security.protocol.map cannot map {name} to {proto}")
+        out[name] = protocol
+    return out
+
+
+def _hostport(text: str, what: str) -> tuple[str, int]:
+    host, sep, port_s = text.rpartition(":")
+    if not sep:
+        raise SecurityConfigError(f"{what} must be HOST:PORT or PROTOCOL://HOST:PORT, got {text!r}")
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise SecurityConfigError(f"{what} has a port that is not a number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise SecurityConfigError(f"{what} has a port outside 0-65535: {text!r}")
+    return host.strip("[]"), port
+
+
+def parse_listeners(items: Sequence[str], protocol_map: Mapping[str, SecurityProtocol], what: str) -> list[ListenerSpec]:
+    """``items`` are single listeners or comma-separated lists of them; each name at most once."""
+    specs: list[ListenerSpec] = []
+    for item in items:
+        for text in item.split(","):
+            text = text.strip()
+            if not text:
+                continue
+            name, sep, rest = text.partition("://")
+            if not sep:
+                name, rest = SecurityProtocol.PLAINTEXT.value, text
+            name = name.upper()
+            protocol = protocol_map.get(name)
+            if protocol is None:
+                raise SecurityConfigError(
+                    f"{what}: listener name {name!r} is neither a security protocol "
+                    f"({', '.join(p.value for p in SecurityProtocol)}) nor in listener.security.protocol.map"
+                )
+            host, port = _hostport(rest, what)
+            if not host and what != "advertised.listeners":
+                host = "0.0.0.0"
+            specs.append(ListenerSpec(name, protocol, host, port))
+    seen: set[str] = set()
+    for s in specs:
+        if s.name in seen:
+            raise SecurityConfigError(
+                f"{what} names listener {s.name} twice: give each one its own name with listener.security.protocol.map"
+            )
+        seen.add(s.name)
+    return specs
+
+
+# --- per-listener security -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    protocol: SecurityProtocol
+    tls: TlsSettings | None
+    mechanisms: tuple[str, ...]
+    max_reauth_ms: int
+    principal_mapper: PrincipalMapper
+
+
+def _int(name: str, value: str, minimum: int) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise SecurityConfigError(f"{name} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise SecurityConfigError(f"{name} must be at least {minimum}, got {n}")
+    return n
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def listener_security(props: Mapping[str, str], spec: ListenerSpec) -> ListenerSecurity:
+    """The TLS and SASL settings of one listener: its ``listener.name.<name>.`` properties over the global ones."""
+    prefix = f"listener.name.{spec.name.lower()}."
+
+    def get(key: str, default: str | None = None) -> str | None:
+        if prefix + key in props:
+            return props[prefix + key]
+        return props.get(key, default)
+
+    mechanisms: tuple[str, ...] = ()
+    if spec.protocol.sasl:
+        raw = get("sasl.enabled.mechanisms")
+        mechanisms = DEFAULT_MECHANISMS if raw is None else tuple(m.upper() for m in _list(raw))
+        if not mechanisms:
+            raise SecurityConfigError(f"sasl.enabled.mechanisms is empty for listener {spec.name}")
+        unsupported = [m for m in mechanisms if m not in MECHANISMS]
+        if unsupported:
+            raise SecurityConfigError(
+                f"sasl.enabled.mechanisms: {', '.join(unsupported)} not supported (supported: {', '.join(MECHANISMS)}; "
+                f"GSSAPI and OAUTHBEARER are not offered)"
+            )
+    max_reauth_ms = _int("connections.max.reauth.ms", get("connections.max.reauth.ms", "0") or "0", 0)
+    tls: TlsSettings | None = None
+    if spec.protocol.tls:
+        if spec.protocol is SecurityProtocol.SASL_SSL:
+            client_auth = props.get(prefix + "ssl.client.auth", "none")
+        else:
+            client_auth = get("ssl.client.auth", "none") or "none"
+        client_auth = client_auth.strip().lower()
+        if client_auth not in CLIENT_AUTH:
+            raise SecurityConfigError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH)}, got {client_auth!r}")
+        cipher_suites = get("ssl.cipher.suites")
+        tls = TlsSettings(
+            keystore_location=get("ssl.keystore.location"),
+            keystore_type=get("ssl.keystore.type"),
+            keystore_password=get("ssl.keystore.password"),
+            key_password=get("ssl.key.password"),
+            truststore_location=get("ssl.truststore.location"),
+            truststore_type=get("ssl.truststore.type"),
+            truststore_password=get("ssl.truststore.password"),
+            client_auth=client_auth,
+            enabled_protocols=_list(get("ssl.enabled.protocols", "TLSv1.2,TLSv1.3") or ""),
+            cipher_suites=_list(cipher_suites) if cipher_suites else (),
+        )
+        if not tls.keystore_location:
+            raise SecurityConfigError(
+                f"listener {spec} needs ssl.keystore.location (the broker's certificate chain and private key)"
+            )
+    try:
+        mapper = PrincipalMapper(get("ssl.principal.mapping.rules"))
+    except ValueError as e:
+        raise SecurityConfigError(str(e)) from None
+    return ListenerSecurity(spec.protocol, tls, mechanisms, max_reauth_ms, mapper)
+
+
+def check_property(name: str) -> bool:
+    """Whether ``name`` is a security property this module reads (prefixed ones included)."""
+    if name in GLOBAL_PROPERTIES or name in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
+        return True
+    if name.startswith("listener.name."):
+        rest = name[len("listener.name.") :]
+        _, dot, key = rest.partition(".")
+        return bool(dot) and key in LISTENER_PROPERTIES
+    return False

@@ -1,0 +1,127 @@
+"""TLS over a connection we drive ourselves: OpenSSL through ``ssl.SSLObject`` and two memory BIOs (sans-IO).
+
+The broker reads and writes its sockets directly from the event loop (one descriptor per connection, scatter-
+gather sends), so TLS must not take the socket over as ``SSLSocket`` does. Here ciphertext goes in
+(`receive`, which also advances the handshake) and plaintext comes out; plaintext goes in (`encrypt`) and the
+ciphertext to send comes out (`data_to_send`). Whatever OpenSSL wants to send on its own (handshake messages,
+session tickets, alerts) comes out of `data_to_send` in order with the rest, so the caller only has to send what
+it finds there after each call.
+
+Errors are `TlsError` with a reason a person can act on; a TLS close from the peer is `TlsClosed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["TlsClosed", "TlsError", "TlsSession"]
+
+_READ = 256 * 1024
+_RECORD = 16 * 1024  # TLS's largest record: smaller parts are gathered up to this size before encryption
+
+
+class TlsError(Exception):
+    """The TLS layer failed (handshake refused, a bad record): the connection must close."""
+
+
+class TlsClosed(Exception):
+    """The peer ended the TLS session (close_notify); our answering close_notify is in `data_to_send`."""
+
+
+def _describe(e: ssl.SSLError) -> str:
+    reason = getattr(e, "reason", None)
+    text = str(reason).replace("_", " ").lower() if reason else (e.strerror or str(e))
+    verify = getattr(e, "verify_message", None)
+    if verify:
+        text = f"{text}: {verify}"
+    return text
+
+
+class TlsSession:
+    def __init__(self, context: ssl.SSLContext, server_side: bool = True, server_hostname: str | None = None) -> None:
+        self._in = ssl.MemoryBIO()
+        self._out = ssl.MemoryBIO()
+        self._obj = context.wrap_bio(self._in, self._out, server_side=server_side, server_hostname=server_hostname)
+        self.established = False
+        self.first_bytes = b""
+        """The first bytes the peer sent (up to 8), to name what a peer that fails the handshake spoke."""
+
+    def receive(self, data: bytes) -> bytes:
+        """Ciphertext from the peer; returns the plaintext it completes (often b""). TlsError, TlsClosed."""
+        if len(self.first_bytes) < 8:
+            self.first_bytes += data[: 8 - len(self.first_bytes)]
+        self._in.write(data)
+        obj = self._obj
+        try:
+            if not self.established:
+                try:
+                    obj.do_handshake()
+                except ssl.SSLWantReadError:
+                    return b""
+                self.established = True
+            chunks: list[bytes] = []
+            while True:
+                try:
+                    chunk = obj.read(_READ)
+                except ssl.SSLWantReadError:
+                    break
+                if not chunk:  # CPython's way of reporting the peer's close_notify
+                    self._closed_by_peer()
+                chunks.append(chunk)
+        except ssl.SSLZeroReturnError:
+            self._closed_by_peer()
+        except ssl.SSLError as e:
+            raise TlsError(_describe(e)) from None
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
+
+    def _closed_by_peer(self) -> None:
+        # Answer with our own close_notify (in `data_to_send`): asyncio's TLS clients (aiokafka) wait 30 s for it
+        # before they consider the connection closed.
+        with contextlib.suppress(ssl.SSLError):
+            self._obj.unwrap()
+        raise TlsClosed("the peer closed the TLS session")
+
+    def encrypt(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+        """Plaintext to send, encrypted at once into `data_to_send`; small parts share TLS records."""
+        obj = self._obj
+        small = bytearray()
+        try:
+            for p in parts:
+                n = len(p)
+                if n < _RECORD:
+                    small += p
+                    if len(small) >= _RECORD:
+                        obj.write(small)
+                        small.clear()
+                    continue
+                if small:
+                    obj.write(small)
+                    small.clear()
+                obj.write(p)
+            if small:
+                obj.write(small)
+        except ssl.SSLError as e:
+            raise TlsError(_describe(e)) from None
+
+    def data_to_send(self) -> bytes:
+        """The ciphertext waiting to go to the peer (empties the buffer)."""
+        return self._out.read() if self._out.pending else b""
+
+    @property
+    def pending_out(self) -> int:
+        return self._out.pending
+
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The verified client certificate's fields, when the client presented one (see ``getpeercert``)."""
+        cert = self._obj.getpeercert()
+        return cert or None
+
+    def describe(self) -> str:
+        """Protocol and cipher, for log lines."""
+        cipher = self._obj.cipher()
+        return f"{self._obj.version()} {cipher[0] if cipher else '?'}"
