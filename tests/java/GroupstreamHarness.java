@@ -521,7 +521,7 @@ public final class GroupstreamHarness {
     /**
      * A tool's main class with its output captured. Kafka's tools end through Exit, and some call it inside a
      * catch-all, so the exit cannot unwind: the tool runs on its own thread, its exit is recorded and that
-     * thread parked for good (a daemon, one per run).
+     * thread parked for good (a daemon, one per run); the shutdown hooks it registered run then, as at exit.
      */
     static void tool(JsonNode cmd) throws Exception {
         List<String> args = new ArrayList<>();
@@ -538,6 +538,9 @@ public final class GroupstreamHarness {
         };
         Exit.setExitProcedure(onExit);
         Exit.setHaltProcedure(onExit);
+        // What a tool registers to run at JVM exit (ConsoleProducer closes its producer so) runs at its exit.
+        List<Thread> hooks = new ArrayList<>();
+        Exit.setShutdownHookAdder((name, hook) -> hooks.add(new Thread(hook, name)));
         int code;
         try {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
@@ -568,6 +571,8 @@ public final class GroupstreamHarness {
                 });
             }
         } finally {
+            for (Thread hook : hooks) hook.start();
+            for (Thread hook : hooks) hook.join(30_000);
             System.out.flush();
             System.err.flush();
             System.setOut(savedOut);
@@ -575,6 +580,7 @@ public final class GroupstreamHarness {
             System.setIn(savedIn);
             Exit.resetExitProcedure();
             Exit.resetHaltProcedure();
+            Exit.resetShutdownHookAdder();
         }
         emit("tool", obj().put("main", cmd.path("main").asText()).put("code", code)
                 .put("out", out.toString(StandardCharsets.UTF_8)).put("err", err.toString(StandardCharsets.UTF_8)));

@@ -227,7 +227,10 @@ def test_kafka_topics_describe_shows_elr_like_apache_kafka(
     assert "Elr:" in described and "N/A" not in described, described
 
 
-PERF_RECORDS = 20_000
+# Correctness, not speed. With 20,000 records the perf producer hung twice in about ten runs on the shared 2-core
+# machine, once against Apache Kafka, whose log then showed OutOfOrderSequenceException for it (sequence 0
+# after about 6,000 on two partitions).
+PERF_RECORDS = 5_000
 
 
 def perf_run(h: Harness, bs: str) -> dict[str, Any]:
