@@ -12,6 +12,8 @@
 //
 //   produce   bootstrap topic count codec [tag acks idempotent props]: the records of support.compat.make_records,
 //             an "ack" per record (i, partition, offset, key, value) or an "ack_error", then "produced"
+//   read      bootstrap topic count [timeout_s]: every partition from offset 0 in assign mode, a "record"
+//             (partition, offset, key, value) each, until count records, then one more poll
 //   consume   a group member until "close" on stdin, SIGTERM (closes cleanly) or kill -9: bootstrap group
 //             topics|pattern [regex: client|broker] protocol strategy instance_id session_timeout_ms
 //             heartbeat_ms max_poll_interval_ms max_records batch_delay_s commit(batch|manual) name props;
@@ -121,6 +123,7 @@ public final class GroupstreamHarness {
                 switch (name) {
                     case "produce" -> produce(cmd);
                     case "consume" -> consume(cmd);
+                    case "read" -> read(cmd);
                     case "admin" -> admin(cmd);
                     case "tool" -> tool(cmd);
                     default -> throw new IllegalArgumentException("unknown command " + name);
@@ -238,6 +241,39 @@ public final class GroupstreamHarness {
             producer.flush();
         }
         emit("produced", obj().put("count", count).put("errors", errors.get()));
+    }
+
+    // -- read a topic (assign mode) ----------------------------------------------------------------------
+
+    /** Every partition of a topic from offset 0 until ``count`` records or ``timeout_s``: a "record" each. */
+    static void read(JsonNode cmd) {
+        Properties p = props(cmd);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("enable.auto.commit", "false");
+        String topic = cmd.path("topic").asText();
+        int count = cmd.path("count").asInt();
+        int read = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = consumer.partitionsFor(topic, Duration.ofSeconds(30)).stream()
+                    .map(pi -> new TopicPartition(topic, pi.partition())).toList();
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(cmd.path("timeout_s").asLong(60));
+            while (read < count && System.nanoTime() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    emit("record", obj().put("partition", r.partition()).put("offset", r.offset())
+                            .put("key", text(r.key())).put("value", text(r.value())));
+                    read++;
+                }
+            }
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {  // must add nothing
+                emit("record", obj().put("partition", r.partition()).put("offset", r.offset())
+                        .put("key", text(r.key())).put("value", text(r.value())));
+                read++;
+            }
+        }
+        emit("read", obj().put("count", read));
     }
 
     // -- consume as a group member -----------------------------------------------------------------------

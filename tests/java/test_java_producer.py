@@ -1,7 +1,7 @@
 """Java's ``KafkaProducer`` (idempotent, ``acks=all``) on our broker with each codec: every acknowledged record
-is read back exactly once by an independent reader (confluent-kafka), at the offset the producer was told, in
-send order, in the partition Java's murmur2 partitioner picked, and each partition's high watermark is what
-was acknowledged there.
+is read back exactly once by an independent reader (confluent-kafka) and by Java's ``KafkaConsumer``, at the
+offset the producer was told, in send order, in the partition Java's murmur2 partitioner picked, and each
+partition's high watermark is what was acknowledged there.
 
 Why: Java 4.x sends Produce v13 (topics by id) with its own batching and compression libraries; our codec's
 tests only prove that we agree with ourselves.
@@ -63,5 +63,11 @@ def test_java_idempotent_producer_read_back_exactly(
     acks = sorted((e for e in events if e["ev"] == "ack"), key=lambda e: e["i"])
     assert [e["i"] for e in acks] == list(range(RECORDS)), "not every record acknowledged once"
     acked = [Acked(e["partition"], e["offset"], e["key"].encode(), e["value"].encode()) for e in acks]
+    sent = make_records(codec, RECORDS)
     consumed, ends = read_back(bs, topic, RECORDS)
-    check_read_equals_acked(make_records(codec, RECORDS), acked, consumed, PARTITIONS, end_offsets=ends)
+    check_read_equals_acked(sent, acked, consumed, PARTITIONS, end_offsets=ends)
+    # Java's consumer too: Fetch v17+ by topic id, its own decompression of what its producer compressed
+    read = harness.call("read", bootstrap=bs, topic=topic, count=RECORDS)
+    by_java = [Consumed(e["partition"], e["offset"], e["key"].encode(), e["value"].encode())
+               for e in read if e["ev"] == "record"]  # fmt: skip
+    check_read_equals_acked(sent, acked, by_java, PARTITIONS)
