@@ -11,6 +11,7 @@ and the ``consumer`` (KIP-848) protocol:
 
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
@@ -129,11 +130,13 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "polling"
         wait_until(lambda: _main_thread_sleeping(proc.pid), 10, "the child's poll to block")
-        sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 7
-        assert time.monotonic() - sent < 3, "poll did not give way to Ctrl+C promptly"
-        assert proc.stdout.read().strip() == "interrupted"
+        # poll must give way within 3 s; the close that follows has its own bound (its 30 s timeout), which a
+        # loaded machine can stretch past a few seconds without anything being wrong with the interrupt
+        ready, _, _ = select.select([proc.stdout], [], [], 3.0)
+        assert ready, "poll did not give way to Ctrl+C within 3 s"
+        assert proc.stdout.readline().strip() == "interrupted"
+        assert proc.wait(40) == 7
     finally:
         if proc.poll() is None:
             proc.kill()
