@@ -16,6 +16,7 @@ def producer_encoder(monkeypatch: pytest.MonkeyPatch) -> str:
     if which == "python":
         monkeypatch.setattr(encode, "append_record", encode.py_append_record)
         monkeypatch.setattr(encode, "append_rows", encode.py_append_rows)
+        monkeypatch.setattr(encode, "append_routed", encode.py_append_routed)
         monkeypatch.setattr(encode, "key_partition", encode.py_key_partition)
     elif which != "c":
         raise pytest.UsageError(f"PRODUCER_ENCODER must be c or python, not {which!r}")

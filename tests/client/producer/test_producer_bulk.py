@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupstream.client.errors import KafkaError
-from groupstream.client.producer import Producer
+from groupstream.client.producer import Producer, SerializationError
 from groupstream.client.producer.future import DeliveryHandle
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.partitioner import default_partition
@@ -271,3 +271,31 @@ def test_per_record_work_is_an_append_memory_futures_and_wakeups_go_per_batch(
     assert p.flush(30) == 0
     assert [h.result(0).offset for h in handles] == list(range(1, 1_001))
     assert p._memory.used == 0
+
+
+def test_the_one_call_path_takes_str_and_buffers_and_refuses_other_types(
+    groupstream_broker: BrokerProcess, producers: list[Producer]
+) -> None:
+    topic = unique("types")
+    create_topic(groupstream_broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": groupstream_broker.bootstrap})
+    producers.append(p)
+    assert p.produce(topic, b"first").result(30).offset == 0  # the topic has a route from now on
+    mutable = bytearray(b"bytearray")
+    handles = [
+        p.produce(topic, "str", key="ключ"),
+        p.produce(topic, mutable),
+        p.produce(topic, memoryview(b"view")),
+    ]
+    mutable[:] = b"changed"  # appended already: the record keeps what it was given
+    with pytest.raises(SerializationError, match=r"value for topic .* is a int"):
+        p.produce(topic, 42)
+    with pytest.raises(SerializationError, match="key for topic"):
+        p.produce(topic, b"v", key=3.5)
+    with pytest.raises(ValueError, match="timestamp"):
+        p.produce(topic, b"v", timestamp=-5)
+    assert [h.result(30).offset for h in handles] == [1, 2, 3]
+    read = read_all(groupstream_broker.bootstrap, topic, 4, partitions=1)
+    assert [(k, v) for _p, k, v, _h in read] == [
+        (None, b"first"), ("ключ".encode(), b"str"), (None, b"bytearray"), (None, b"view")
+    ]  # fmt: skip

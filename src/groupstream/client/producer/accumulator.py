@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from groupstream.client.producer import encode
 from groupstream.client.producer.batch import ProducerBatch
+from groupstream.client.producer.future import BatchOutcome
 from groupstream.protocol.records.batch_header import HEADER_SIZE
 
 TopicPartition = tuple[str, int]
@@ -48,10 +49,10 @@ class ReadyCheck:
 class TopicRoute:
     """What an application thread needs to place a record of ``topic`` without the network thread: the
     partition count, the partitions with a leader (for records without a key), the partition records without a
-    key stick to, and each partition's open batch (also as its buffer and byte limit, for ``append_rows``).
-    Read and changed only under the accumulator's lock."""
+    key stick to, and each partition's open batch (also as its buffer, byte limit and outcome, for the encoder's
+    ``append_routed`` and ``append_rows``). Read and changed only under the accumulator's lock."""
 
-    __slots__ = ("available", "bufs", "count", "limits", "open", "sticky", "topic")
+    __slots__ = ("available", "bufs", "count", "limits", "open", "outcomes", "sticky", "topic")
 
     def __init__(self, topic: str, count: int, available: Sequence[int]) -> None:
         self.topic = topic
@@ -61,6 +62,7 @@ class TopicRoute:
         self.open: list[ProducerBatch | None] = [None] * count
         self.bufs: list[bytearray | None] = [None] * count
         self.limits: list[int] = [0] * count
+        self.outcomes: list[BatchOutcome | None] = [None] * count
 
     def grow(self, count: int, available: Sequence[int]) -> None:
         """The topic has more partitions now (Kafka never takes partitions away)."""
@@ -69,6 +71,7 @@ class TopicRoute:
             self.open += [None] * extra
             self.bufs += [None] * extra
             self.limits += [0] * extra
+            self.outcomes += [None] * extra
             self.count = count
         self.available = tuple(available)
 
@@ -96,6 +99,8 @@ class RecordAccumulator:
         self.lock = threading.Lock()
         self.route_changed = threading.Condition(self.lock)  # a route was published, or a record gave up
         self.routes: dict[str, TopicRoute] = {}
+        # the routes ``produce`` may use: ``routes`` until appends are refused, then none
+        self.open_routes: dict[str, TopicRoute] = {}
         # when not None, appends are refused: why (closed, a fatal error, the network thread stopped)
         self.refusal: BaseException | None = None
         self.pending = 0  # records handed to the network thread to place (their topic had no route yet)
@@ -107,11 +112,19 @@ class RecordAccumulator:
 
     # --- appending (the caller holds ``lock``) ------------------------------------------------------------------
 
+    def refuse(self, error: BaseException) -> None:
+        """Refuse appends from now on (unless already refused): ``error`` says why."""
+        if self.refusal is None:
+            self.refusal = error
+            self.open_routes = {}
+
     def publish(self, topic: str, count: int, available: Sequence[int]) -> TopicRoute:
         """The route of ``topic`` with ``count`` partitions (created, or grown)."""
         route = self.routes.get(topic)
         if route is None:
             route = self.routes[topic] = TopicRoute(topic, count, available)
+            if self.refusal is None:
+                self.open_routes[topic] = route
             self.route_changed.notify_all()
         else:
             route.grow(count, available)
@@ -137,8 +150,9 @@ class RecordAccumulator:
             dq = self._queues[tp] = deque()
         dq.append(batch)
         route.open[partition] = batch
-        route.bufs[partition] = batch.buf
+        route.outcomes[partition] = batch.outcome
         route.limits[partition] = capacity
+        route.bufs[partition] = batch.buf
         self._live.add(batch)
         return batch, wake
 

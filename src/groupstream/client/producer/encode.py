@@ -5,7 +5,8 @@ writes one record after it, varint-framed, and keeps in the header the fields th
 (lastOffsetDelta, baseTimestamp, maxTimestamp, recordsCount), so the producer keeps no per-record state: no
 list of records, no Python object per record, only the bytes that go on the wire. ``append_rows`` does the
 same for many rows in one call (a list of tuples, or the buffers of Arrow columns), each to the batch of its
-partition, and stops where a partition needs a new batch. ``key_partition`` is Java's partition of a key.
+partition, and stops where a partition needs a new batch. ``append_routed`` is a whole plain ``produce`` once
+the topic has a route (partition, append, handle) in one call. ``key_partition`` is Java's partition of a key.
 
 The functions are those of the C extension (``_crecords.c``) when it is built; the pure-Python versions below
 produce the same bytes and take the same decisions (tests compare the two with Hypothesis), so an install
@@ -15,6 +16,7 @@ without a compiler only runs slower.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -124,6 +126,45 @@ def py_key_partition(key: Any, num_partitions: int) -> int:
     k = as_bytes(key, "key")
     assert k is not None
     return default_partition(k, num_partitions)
+
+
+def py_append_routed(
+    bufs: list[bytearray | None],
+    limits: list[int],
+    outcomes: list[Any],
+    num_partitions: int,
+    sticky: int,
+    use_keys: bool,
+    partition: int | None,
+    key: Any,
+    value: Any,
+    timestamp: int | None,
+    handle_type: type[tuple[Any, ...]],
+) -> Any:
+    """A plain ``produce`` into a routed topic in one call: pick the partition (``partition``, else Java's
+    partition of the key when there is one and ``use_keys``, else ``sticky``), append to its open batch and
+    return ``handle_type((outcomes[p], index, timestamp))``; ``timestamp`` None is now. None, appending nothing,
+    when the partition is outside the topic, has no open batch or a full one, or the timestamp is negative."""
+    k = as_bytes(key, "key")
+    if partition is not None:
+        p = partition
+    elif k is not None and use_keys and num_partitions > 0:
+        p = default_partition(k, num_partitions)
+    else:
+        p = sticky
+    if not 0 <= p < min(num_partitions, len(bufs), len(limits), len(outcomes)):
+        return None
+    batch = bufs[p]
+    if batch is None:
+        return None
+    if timestamp is None:
+        timestamp = time.time_ns() // 1_000_000
+    elif timestamp < 0:
+        return None
+    index = py_append_record(batch, timestamp, k, value, None, limits[p])
+    if index == APPEND_FULL:
+        return None
+    return tuple.__new__(handle_type, (outcomes[p], index, timestamp))
 
 
 def _arrow_binary_rows(spec: ArrowBinary | None, start: int, end: int) -> list[bytes | None]:
@@ -250,18 +291,23 @@ def py_append_rows(
 
 AppendRecord = Callable[[bytearray, int, Any, Any, "HeaderList | None", int], int]
 AppendRows = Callable[..., tuple[int, int]]
+AppendRouted = Callable[..., Any]
 KeyPartition = Callable[[Any, int], int]
 
 append_record: AppendRecord
 append_rows: AppendRows
+append_routed: AppendRouted
 key_partition: KeyPartition
 try:  # the C encoder, built by `pip install` (setup.py); without a compiler the Python one above runs alone
     from groupstream.protocol.records._crecords import append_record as _c_append_record
+    from groupstream.protocol.records._crecords import append_routed as _c_append_routed
     from groupstream.protocol.records._crecords import append_rows as _c_append_rows
     from groupstream.protocol.records._crecords import key_partition as _c_key_partition
 except ImportError:  # pragma: no cover - depends on the build
     append_record, append_rows, key_partition = py_append_record, py_append_rows, py_key_partition
+    append_routed = py_append_routed
     C_ENCODER = False
 else:
     append_record, append_rows, key_partition = _c_append_record, _c_append_rows, _c_key_partition
+    append_routed = _c_append_routed
     C_ENCODER = True

@@ -96,8 +96,7 @@ class RecordIntake:
     def fail_pending(self, error: BaseException) -> None:
         acc = self._acc
         with acc.lock:
-            if acc.refusal is None:
-                acc.refusal = error
+            acc.refuse(error)
             for waiting in self._waiting.values():
                 for rec in waiting.records:
                     self._fail(rec, error)

@@ -55,7 +55,6 @@ HeadersArg = Mapping[str, bytes | str | None] | Iterable[tuple[str, bytes | str 
 Headers = list[tuple[str, bytes | None]]
 _Delivery = tuple[DeliveryCallback, BaseException | None, RecordMetadata]
 
-_new = tuple.__new__
 _time_ns = time.time_ns
 _BULK_CHUNK = 4096  # rows per call of the encoder in the bulk paths: the lock is let go in between
 
@@ -148,7 +147,10 @@ class Producer:
         self._wakeup = client.wakeup
         self._append = encode.append_record  # looked up here, so a test can run the pure-Python encoder
         self._append_rows = encode.append_rows
+        self._append_routed = encode.append_routed
         self._key_partition = encode.key_partition
+        self._lock = self._acc.lock
+        self._plain = not self._serializing and self._custom is None  # produce's one-call path applies
         self._thread.start()
 
     # --- producing -------------------------------------------------------------------------------------------------
@@ -168,6 +170,36 @@ class Producer:
         the handle costs nothing. ``on_delivery(error, metadata)``, if given, runs in a later ``poll``,
         ``flush`` or ``close`` on the calling thread. Blocks only when the record needs a new batch and
         ``buffer.memory`` is full."""
+        route = self._acc.open_routes.get(topic)
+        if route is not None and headers is None and on_delivery is None and self._plain:
+            # the common case in one call of the encoder: partition, append, handle (see encode.append_routed)
+            lock = self._lock
+            lock.acquire()
+            try:
+                handle: DeliveryHandle | None = self._append_routed(
+                    route.bufs, route.limits, route.outcomes, route.count, route.sticky, self._by_key, partition,
+                    key, value, timestamp, DeliveryHandle,
+                )  # fmt: skip
+            except (TypeError, ValueError, OverflowError):
+                handle = None  # the general path says what is wrong with the record
+            finally:
+                lock.release()
+            if handle is not None:
+                return handle
+        return self._produce(topic, value, key, partition, timestamp, headers, on_delivery)
+
+    def _produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: HeadersArg,
+        on_delivery: DeliveryCallback | None,
+    ) -> DeliveryHandle:
+        """``produce`` for everything: serializers, headers, callbacks, a record that needs a new batch, a topic
+        without a route, a refused record."""
         acc = self._acc
         if acc.refusal is not None:
             raise self._refused()
@@ -206,8 +238,7 @@ class Producer:
                         if index >= 0:
                             if on_delivery is not None:
                                 batch.add_extra(index, timestamp, on_delivery, None)
-                            handle: DeliveryHandle = _new(DeliveryHandle, (batch.outcome, index, timestamp))
-                            return handle
+                            return DeliveryHandle.make(batch.outcome, index, timestamp)
                 finally:
                     lock.release()
         return self._produce_slow(topic, partition, key, value, timestamp, hdrs, on_delivery)
@@ -797,8 +828,7 @@ class Producer:
             return
         self._closed = True
         with self._acc.lock:
-            if self._acc.refusal is None:
-                self._acc.refusal = ProducerClosedError("produce() after close()")
+            self._acc.refuse(ProducerClosedError("produce() after close()"))
         timeout_ms = self.config.delivery_timeout_ms if timeout is None else max(0, int(timeout * 1000))
 
         def undelivered() -> ProducerClosedError:

@@ -110,7 +110,8 @@ class Sender:
             self._fail(batch, self._timeout_error(batch, now_ms), now_ms)
         idem = self._idem
         if idem is not None and idem.fatal_error is not None:
-            acc.refusal = idem.fatal_error  # produce raises it from now on
+            with acc.lock:
+                acc.refuse(idem.fatal_error)  # produce raises it from now on
             for batch in acc.abort_all():
                 self._fail(batch, idem.fatal_error, now_ms)
             return PollResult()
@@ -331,7 +332,7 @@ class Sender:
 
     def fail_pending(self, error: BaseException) -> None:
         self._closed_error = error
-        if self._acc.refusal is None:
-            self._acc.refusal = error
+        with self._acc.lock:
+            self._acc.refuse(error)
         for b in self._acc.abort_all():
             self._done(b, -1, -1, error)

@@ -14,6 +14,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static PyObject *Fallback;
 
@@ -780,6 +781,107 @@ key_partition(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(p);
 }
 
+/* append_routed(bufs, limits, outcomes, num_partitions, sticky, use_keys, partition, key, value, timestamp,
+ *               handle_type) -> handle or None
+ *
+ * The whole of a plain `produce` once its topic has a route, in one call (the caller holds the accumulator's
+ * lock): the partition (`partition` if an int; else Java's partition of the key when there is one and
+ * `use_keys`; else `sticky`), the append to that partition's open batch (`bufs`, `limits` and `outcomes` are
+ * lists indexed by partition: the batch's buffer or None, its byte limit, its outcome), and the record's
+ * handle, `handle_type((outcome, index, timestamp))`. `timestamp` None means now (CLOCK_REALTIME in ms, as
+ * time.time_ns() // 1_000_000). Returns None, having appended nothing, when the record needs more than this:
+ * a partition outside the topic, one without an open batch, or a full batch. */
+static PyObject *
+append_routed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 11 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) || !PyList_CheckExact(args[2]) ||
+        !PyType_Check(args[10]) || !PyType_IsSubtype((PyTypeObject *)args[10], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "append_routed(bufs, limits, outcomes, num_partitions, sticky, use_keys, "
+                                         "partition, key, value, timestamp, handle_type)");
+        return NULL;
+    }
+    PyObject *bufs = args[0], *limits = args[1], *outcomes = args[2];
+    Py_ssize_t nparts = PyLong_AsSsize_t(args[3]);
+    if (nparts == -1 && PyErr_Occurred())
+        return NULL;
+    Field k, v;
+    if (field_get(args[7], &k, "key") < 0)
+        return NULL;
+    Py_ssize_t p;
+    if (args[6] != Py_None) {
+        p = PyLong_AsSsize_t(args[6]);
+        if (p == -1 && PyErr_Occurred()) {
+            field_release(&k);
+            return NULL;
+        }
+    } else if (k.len >= 0 && PyObject_IsTrue(args[5]) && nparts > 0) {
+        p = key_partition_of(&k, nparts);
+    } else {
+        p = PyLong_AsSsize_t(args[4]);
+        if (p == -1 && PyErr_Occurred()) {
+            field_release(&k);
+            return NULL;
+        }
+    }
+    if (p < 0 || p >= nparts || p >= PyList_GET_SIZE(bufs) || p >= PyList_GET_SIZE(limits) ||
+        p >= PyList_GET_SIZE(outcomes) || PyList_GET_ITEM(bufs, p) == Py_None) {
+        field_release(&k);
+        Py_RETURN_NONE;
+    }
+    PyObject *ba = PyList_GET_ITEM(bufs, p);
+    long long ts;
+    if (args[9] == Py_None) {
+        struct timespec now;
+        if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+            field_release(&k);
+            PyErr_SetFromErrno(PyExc_OSError);
+            return NULL;
+        }
+        ts = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    } else {
+        ts = PyLong_AsLongLong(args[9]);
+        if (ts == -1 && PyErr_Occurred()) {
+            field_release(&k);
+            return NULL;
+        }
+        if (ts < 0) { /* the caller's general path refuses it, saying why */
+            field_release(&k);
+            Py_RETURN_NONE;
+        }
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(limits, p));
+    if ((limit == -1 && PyErr_Occurred()) || !PyByteArray_CheckExact(ba)) {
+        field_release(&k);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "bufs must hold bytearrays or None");
+        return NULL;
+    }
+    if (field_get(args[8], &v, "value") < 0) {
+        field_release(&k);
+        return NULL;
+    }
+    Py_ssize_t r = append_one(ba, limit, (int64_t)ts, &k, &v, NULL);
+    field_release(&k);
+    field_release(&v);
+    if (r == APPEND_ERROR)
+        return NULL;
+    if (r == APPEND_FULL)
+        Py_RETURN_NONE;
+    PyTypeObject *htype = (PyTypeObject *)args[10];
+    PyObject *index = PyLong_FromSsize_t(r), *stamp = PyLong_FromLongLong(ts);
+    PyObject *handle = (index != NULL && stamp != NULL) ? htype->tp_alloc(htype, 3) : NULL;
+    if (handle == NULL) {
+        Py_XDECREF(index);
+        Py_XDECREF(stamp);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(handle, 0, Py_NewRef(PyList_GET_ITEM(outcomes, p)));
+    PyTuple_SET_ITEM(handle, 1, index);
+    PyTuple_SET_ITEM(handle, 2, stamp);
+    return handle;
+}
+
 /* Where the rows of a bulk append come from: a Python sequence of (key, value[, headers]) tuples, or the
  * buffers of Arrow binary columns (offsets int32 or int64, data, validity bitmap or none; `shift` is the
  * array's offset into its buffers). */
@@ -1084,6 +1186,8 @@ static PyMethodDef methods[] = {
      "Append one record to a batch being built (the producer's encoder; see _crecords.c)."},
     {"append_rows", append_rows, METH_VARARGS,
      "Append many records to the batches of their partitions (see _crecords.c)."},
+    {"append_routed", (PyCFunction)(void (*)(void))append_routed, METH_FASTCALL,
+     "Place and append one record and return its handle (a plain produce; see _crecords.c)."},
     {"key_partition", (PyCFunction)(void (*)(void))key_partition, METH_FASTCALL,
      "Java's default partition of a key: toPositive(murmur2(key)) % num_partitions."},
     {NULL, NULL, 0, NULL},

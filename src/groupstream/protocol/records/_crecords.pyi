@@ -57,3 +57,17 @@ def append_rows(
     /,
 ) -> tuple[int, int]: ...
 def key_partition(key: bytes | bytearray | memoryview | str, num_partitions: int, /) -> int: ...
+def append_routed(
+    bufs: list[bytearray | None],
+    limits: list[int],
+    outcomes: list[Any],
+    num_partitions: int,
+    sticky: int,
+    use_keys: bool,
+    partition: int | None,
+    key: bytes | bytearray | memoryview | str | None,
+    value: bytes | bytearray | memoryview | str | None,
+    timestamp: int | None,
+    handle_type: type[tuple[Any, ...]],
+    /,
+) -> Any: ...
