@@ -9,6 +9,17 @@ from pathlib import Path
 from groupstream.coordinator.config import PROPERTY_NAMES as GROUP_PROPERTY_NAMES
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.protocol.framing import DEFAULT_MAX_FRAME
+from groupstream.security.config import (
+    LISTENER_PROPERTIES,
+    ListenerSecurity,
+    ListenerSpec,
+    SecurityConfigError,
+    SecurityProtocol,
+    check_property,
+    listener_security,
+    parse_listeners,
+    parse_protocol_map,
+)
 
 
 class ConfigError(ValueError):
@@ -63,6 +74,27 @@ _LOG_DEFAULT_NAMES = {
 
 
 @dataclass
+class ListenerConfig:
+    """One listener: where it binds, what it advertises and the security protocol it speaks."""
+
+    name: str
+    protocol: SecurityProtocol
+    host: str
+    port: int
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    security: ListenerSecurity | None = None
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return (self.advertised_host or self.host, self.advertised_port or self.port)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@dataclass
 class BrokerConfig:
     data_dir: Path
     host: str = "127.0.0.1"
@@ -87,6 +119,20 @@ class BrokerConfig:
     max_connections_per_ip: int | None = None  # None: unlimited
     connections_max_idle_ms: int = 600_000
     queued_max_request_bytes: int | None = None  # None: 2 x socket.request.max.bytes; -1: unbounded
+    # Listeners in Kafka's syntax (``--listen``, ``listeners``); None: one PLAINTEXT listener on host:port.
+    listener_specs: list[str] | None = None
+    listeners_from: str = "listeners"  # where listener_specs came from, for error messages ("--listen")
+    advertised_listeners: str | None = None
+    protocol_map: str | None = None
+    # ssl.*, sasl.enabled.mechanisms, connections.max.reauth.ms and their listener.name.<name>. forms, validated
+    # per listener by `resolve_listeners`
+    security_properties: dict[str, str] = field(default_factory=dict)
+    failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
+    serving_listener: ListenerConfig | None = field(default=None, repr=False, compare=False)
+    """The listener of the request being handled: the server sets it around each handler call (handlers run one
+    at a time on the loop, as with ``Broker.current_client_host``), so that `advertised` answers with the address
+    of the listener the client came in through, as Kafka's Metadata does."""
 
     def group_coordinator_config(self) -> GroupCoordinatorConfig:
         return GroupCoordinatorConfig.from_properties(self.group_properties)
@@ -102,7 +148,55 @@ class BrokerConfig:
 
     @property
     def advertised(self) -> tuple[str, int]:
+        """What clients are told to connect to: the advertised address of the listener serving the request
+        being handled, else of the first listener."""
+        serving = self.serving_listener
+        if serving is not None:
+            return serving.advertised
         return (self.advertised_host or self.host, self.advertised_port or self.port)
+
+    def resolve_listeners(self) -> list[ListenerConfig]:
+        """The listeners with their advertised addresses and security settings (ConfigError names what is
+        wrong). The first listener is the one ``host``, ``port`` and ``--advertised`` describe."""
+        try:
+            protocol_map = parse_protocol_map(self.protocol_map)
+            if self.listener_specs is None:
+                listeners = [ListenerConfig("PLAINTEXT", SecurityProtocol.PLAINTEXT, self.host, self.port)]
+            else:
+                specs = parse_listeners(self.listener_specs, protocol_map, self.listeners_from)
+                if not specs:
+                    raise ConfigError("listeners is empty: give at least one PROTOCOL://HOST:PORT")
+                listeners = [ListenerConfig(s.name, s.protocol, s.host, s.port) for s in specs]
+            by_name = {lc.name: lc for lc in listeners}
+            if self.advertised_listeners:
+                for adv in parse_listeners([self.advertised_listeners], protocol_map, "advertised.listeners"):
+                    target = by_name.get(adv.name)
+                    if target is None:
+                        raise ConfigError(
+                            f"advertised.listeners names {adv.name}, which is not among the listeners "
+                            f"({', '.join(by_name)})"
+                        )
+                    target.advertised_host = adv.host or None
+                    target.advertised_port = adv.port or None
+            first = listeners[0]
+            if self.advertised_host and not first.advertised_host:
+                first.advertised_host = self.advertised_host
+            if self.advertised_port and not first.advertised_port:
+                first.advertised_port = self.advertised_port
+            for lc in listeners:
+                lc.security = listener_security(self.security_properties, _spec(lc))
+            self._check_prefixes(by_name)
+        except SecurityConfigError as e:
+            raise ConfigError(str(e)) from None
+        return listeners
+
+    def _check_prefixes(self, by_name: Mapping[str, ListenerConfig]) -> None:
+        for key in self.security_properties:
+            if key.startswith("listener.name."):
+                name = key[len("listener.name.") :].partition(".")[0]
+                if name.upper() not in by_name:
+                    raise ConfigError(f"{key} names listener {name!r}, which is not among the listeners "
+                                      f"({', '.join(n.lower() for n in by_name)})")  # fmt: skip
 
     def apply(self, props: Mapping[str, str]) -> None:
         """Apply Kafka-named broker properties (``--set key=value``)."""
@@ -138,6 +232,18 @@ class BrokerConfig:
                 if n != -1 and n < 1:
                     raise ConfigError(f"{name} must be -1 (unbounded) or at least 1, got {n}")
                 self.queued_max_request_bytes = n
+            elif name == "listeners":
+                self.listener_specs = [value]
+            elif name == "advertised.listeners":
+                self.advertised_listeners = value
+            elif name == "listener.security.protocol.map":
+                self.protocol_map = value
+            elif name == "connection.failed.authentication.delay.ms":
+                self.failed_auth_delay_ms = _int(name, value, 0)
+            elif name == "sasl.server.max.receive.size":
+                self.sasl_max_receive_size = _int(name, value, 1024)
+            elif check_property(name):
+                self.security_properties[name] = value
             elif name in GROUP_PROPERTY_NAMES:
                 candidate = {**self.group_properties, name: value}
                 try:
@@ -161,8 +267,19 @@ class BrokerConfig:
                         "max.connections.per.ip",
                         "connections.max.idle.ms",
                         "queued.max.request.bytes",
+                        "listeners",
+                        "advertised.listeners",
+                        "listener.security.protocol.map",
+                        "listener.name.<name>.<ssl.* or sasl property>",
+                        "connection.failed.authentication.delay.ms",
+                        "sasl.server.max.receive.size",
+                        *sorted(LISTENER_PROPERTIES),
                         *GROUP_PROPERTY_NAMES,
                         *_LOG_DEFAULT_NAMES,
                     ]
                 )
                 raise ConfigError(f"unknown broker property {name!r}; known: {', '.join(known)}")
+
+
+def _spec(lc: ListenerConfig) -> ListenerSpec:
+    return ListenerSpec(lc.name, lc.protocol, lc.host, lc.port)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
+import ssl
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from groupstream.broker.cleaner import LogCleaner
-from groupstream.broker.config import BrokerConfig, ConfigError
+from groupstream.broker.config import BrokerConfig, ConfigError, ListenerConfig
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
 from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_factory
 from groupstream.broker.descriptors import nofile_limit, open_descriptors
@@ -19,9 +23,12 @@ from groupstream.broker.listener import Acceptor, ConnectionLimits, ConnectionTa
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from groupstream.broker.producer_ids import ProducerIdAllocator
 from groupstream.broker.purgatory import FetchPurgatory
-from groupstream.broker.server import KafkaConnection
+from groupstream.broker.security_handlers import SECURITY_HANDLERS
+from groupstream.broker.server import ANONYMOUS, KafkaConnection
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
+from groupstream.security.credentials import CredentialFileError, CredentialStore
+from groupstream.security.tls import TlsConfigError, server_context
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.config import LogConfig
 from groupstream.storage.dir_lock import DataDirLock, DataDirLockedError
@@ -39,8 +46,9 @@ class Broker:
     def __init__(self, config: BrokerConfig, shard_factory: ShardFactory | None = None) -> None:
         """``shard_factory`` replaces the real coordinator shard (tests script their own)."""
         self.config = config
+        self.listeners: list[ListenerConfig] = config.resolve_listeners()
         self.apis: dict[int, CompiledApi] = APIS
-        self.handlers: dict[int, Handler] = load_all()
+        self.handlers: dict[int, Handler] = {**load_all(), **SECURITY_HANDLERS}
         self.connections = ConnectionTable()
         self.purgatory = FetchPurgatory()
         try:
@@ -57,6 +65,7 @@ class Broker:
         self.flusher = Flusher(self.default_log_config.flush_interval_ms)
         try:
             self.cluster_id = self._load_cluster_id()
+            self.credentials = self._load_credentials()
             self.producer_ids = ProducerIdAllocator(config.data_dir)
             self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
         except BaseException:
@@ -78,13 +87,33 @@ class Broker:
         # The peer of the request being dispatched, as Kafka reports client hosts ("/127.0.0.1"); the server
         # sets it before each handler call (handlers run one at a time on the loop).
         self.current_client_host = "/?"
-        self.acceptor: Acceptor | None = None
+        self.current_principal = ANONYMOUS  # likewise, the principal of the client being served
+        self.sasl_secret = secrets.token_bytes(32)  # the stand-in SCRAM salts of unknown users derive from it
+        self.auth_clock: Callable[[], int] = wall_clock_ms  # SASL session lifetimes (tests set their own)
+        self._auth_executor: ThreadPoolExecutor | None = None
+        self.credentials_lock = asyncio.Lock()  # AlterUserScramCredentials: one change to the file at a time
+        self.acceptor: Acceptor | None = None  # the first listener's
+        self.acceptors: list[Acceptor] = []
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
 
     @staticmethod
     def now_ms() -> int:
         return wall_clock_ms()
+
+    def _load_credentials(self) -> CredentialStore:
+        try:
+            return CredentialStore(self.config.data_dir)
+        except CredentialFileError as e:
+            raise ConfigError(f"cannot load the SCRAM credentials: {e}") from None
+        except OSError as e:
+            raise ConfigError(f"cannot read the SCRAM credentials in {self.config.data_dir}: {e.strerror or e}") from None
+
+    def auth_executor(self) -> Executor:
+        """Threads for PLAIN password checks (PBKDF2 releases the GIL), created on first use."""
+        if self._auth_executor is None:
+            self._auth_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupstream-sasl")
+        return self._auth_executor
 
     def _load_cluster_id(self) -> str:
         path = self.config.data_dir / "cluster-id"
@@ -114,29 +143,80 @@ class Broker:
         # The logs are open: what is in use now stays in use, and the default max.connections leaves a share of
         # the rest for the segments and partitions to come.
         limits = ConnectionLimits.resolve(self.config, nofile_limit(), open_descriptors())
-        acceptor = Acceptor(self.connections, limits, lambda sock, peer: KafkaConnection(self, sock, peer))
         try:
-            self.config.port = acceptor.listen(self.config.host, self.config.port)
-        except OSError as e:
+            contexts = {lc.name: self._tls_context(lc) for lc in self.listeners}
+            for lc in self.listeners:
+                acceptor = Acceptor(self.connections, limits, self._connection_factory(lc, contexts[lc.name]))
+                self.acceptors.append(acceptor)
+                try:
+                    lc.port = acceptor.listen(lc.host, lc.port)
+                except OSError as e:
+                    raise ConfigError(
+                        f"cannot listen on {lc.host}:{lc.port} (listener {lc.name}): {e.strerror or e}"
+                    ) from None
+        except BaseException:
+            for acceptor in self.acceptors:
+                acceptor.close()
+            self.acceptors.clear()
             self.catalog.close()
             self.dir_lock.release()
-            raise ConfigError(f"cannot listen on {self.config.host}:{self.config.port}: {e.strerror}") from None
-        self.acceptor = acceptor
-        self.connections.start(limits, acceptor.connection_closed)
+            raise
+        first = self.listeners[0]
+        self.config.host, self.config.port = first.host, first.port
+        self.acceptor = self.acceptors[0]
+        self.connections.start(limits, self._connection_closed)
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.coordinator.start()
         if self.config.log_cleaner_enable:
             self.cleaner.start()
-        host, port = self.config.advertised
-        log.info("groupstream broker %d listening on %s:%d (advertised %s:%d), data in %s",
-                 self.config.node_id, self.config.host, self.config.port, host, port, self.config.data_dir)
+        for lc in self.listeners:
+            host, port = lc.advertised
+            log.info("groupstream broker %d listening on %s (advertised %s:%d)%s", self.config.node_id, lc, host, port,
+                     self._describe_security(lc))  # fmt: skip
+        log.info("data in %s; %d users with SCRAM credentials", self.config.data_dir,
+                 len(self.credentials.snapshot()))  # fmt: skip
         log.info("connection limits: %s", limits.describe())
+
+    def _tls_context(self, lc: ListenerConfig) -> ssl.SSLContext | None:
+        security = lc.security
+        if security is None or security.tls is None:
+            return None
+        try:
+            return server_context(security.tls)
+        except TlsConfigError as e:
+            raise ConfigError(f"listener {lc}: {e}") from None
+
+    def _connection_factory(self, lc: ListenerConfig, context: ssl.SSLContext | None) -> Any:
+        def make(sock: Any, peer: Any) -> KafkaConnection:
+            return KafkaConnection(self, sock, peer, lc, context)
+
+        return make
+
+    def _connection_closed(self) -> None:
+        for acceptor in self.acceptors:
+            acceptor.connection_closed()
+
+    @staticmethod
+    def _describe_security(lc: ListenerConfig) -> str:
+        security = lc.security
+        if security is None:
+            return ""
+        parts = []
+        if security.tls is not None:
+            parts.append(f"TLS {','.join(security.tls.enabled_protocols)}, client auth {security.tls.client_auth}")
+        if security.mechanisms:
+            parts.append(f"SASL {','.join(security.mechanisms)}")
+        if security.max_reauth_ms:
+            parts.append(f"connections.max.reauth.ms={security.max_reauth_ms}")
+        return f" [{'; '.join(parts)}]" if parts else ""
 
     async def stop(self) -> None:
         # Connections go first, at once: a broker asked to stop under a connection storm must not wait on them.
-        if self.acceptor is not None:
-            self.acceptor.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
         self.connections.close_all()
+        if self._auth_executor is not None:
+            self._auth_executor.shutdown(wait=False, cancel_futures=True)
         self.purgatory.wake_all()
         if self._retention_task is not None:
             self._retention_task.cancel()

@@ -4,6 +4,13 @@ Requests may be pipelined; each gets a slot in arrival order and responses leave
 when a later request (a Produce with acks=1) completes before an earlier one (a long-polling Fetch). Produce
 with acks=0 takes no slot. A peer that breaks framing or sends an undecodable request is logged once and
 disconnected; a request for an API we do not serve is answered only for ApiVersions, as Kafka does.
+
+On a TLS listener (SSL, SASL_SSL) the socket's bytes pass through a sans-IO `TlsSession` and responses through a
+`TlsSocketWriter`; nothing reaches the protocol before the handshake ends. On a SASL listener a `SaslConnection`
+sees each request first: before authentication only ApiVersions and the SASL requests pass, and the bytes held
+for unfinished requests are bounded by ``sasl.server.max.receive.size``. Whatever a client does wrong (plaintext
+on a TLS port, a bad handshake, a wrong password, a request before authentication) closes that connection alone,
+with one log line saying what happened.
 """
 
 from __future__ import annotations
@@ -11,15 +18,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from groupstream.broker.authentication import RawTokens, SaslConnection
 from groupstream.broker.socket_writer import SocketWriter
+from groupstream.broker.tls_writer import TlsSocketWriter
 from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
 from groupstream.protocol.errors import ProtocolError
 from groupstream.protocol.headers import RequestHeader
+from groupstream.security.config import SecurityProtocol
+from groupstream.security.principal import NoMatchingRule, distinguished_name
+from groupstream.security.sasl import Admission, SaslState
+from groupstream.security.tls_session import TlsClosed, TlsError, TlsSession
 
 if TYPE_CHECKING:
+    from groupstream.broker.config import ListenerConfig
     from groupstream.broker.node import Broker
 
 log = logging.getLogger("groupstream.broker.server")
@@ -30,14 +45,16 @@ NO_RESPONSE: Any = object()
 _MAX_IN_FLIGHT = 256  # stop reading a connection with this many unanswered requests
 _MAX_UNSENT_BYTES = 64 * 1024 * 1024  # ... or with this much response data the peer has not taken yet
 _READ_SIZE = 256 * 1024  # bytes per read, as asyncio's transports read
+ANONYMOUS = "User:ANONYMOUS"
 
 
 class _Slot:
-    __slots__ = ("request", "result")
+    __slots__ = ("request", "result", "sasl")
 
-    def __init__(self, request: Request, result: Any) -> None:
+    def __init__(self, request: Request, result: Any, sasl: bool = False) -> None:
         self.request = request
         self.result = result
+        self.sasl = sasl  # a SASL request answered by the connection's SaslConnection
 
 
 class KafkaConnection:
@@ -55,8 +72,16 @@ class KafkaConnection:
     (``partial_bytes``, since ``partial_since``).
     """
 
-    def __init__(self, broker: Broker, sock: socket.socket, peer: tuple[Any, ...]) -> None:
-        """``sock`` is a connected, non-blocking socket this object now owns."""
+    def __init__(
+        self,
+        broker: Broker,
+        sock: socket.socket,
+        peer: tuple[Any, ...],
+        listener: ListenerConfig | None = None,
+        tls_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``sock`` is a connected, non-blocking socket this object now owns; ``listener`` the listener that
+        accepted it (None: a plain listener), with ``tls_context`` when it speaks TLS."""
         self._broker = broker
         self._table = broker.connections
         self._loop = asyncio.get_running_loop()
@@ -66,10 +91,30 @@ class KafkaConnection:
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._closed = False
-        self._writer = SocketWriter(self._loop, sock, self._on_drained)
+        self._closing: str | None = None  # close once everything handed to the writer is sent, for this reason
         self.ip: str = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = f"/{peer[0]}"
+        self.listener = listener
+        self.principal = ANONYMOUS
+        """Kafka's principal of the client: ``User:`` + its SASL user name or its certificate's mapped name."""
+        self._tls: TlsSession | None = None
+        self._writer: SocketWriter | TlsSocketWriter
+        if tls_context is not None:
+            self._tls = TlsSession(tls_context)
+            self._writer = TlsSocketWriter(self._loop, sock, self._tls, self._on_drained)
+        else:
+            self._writer = SocketWriter(self._loop, sock, self._on_drained)
+        self._sasl: SaslConnection | None = None
+        self._raw: RawTokens | None = None  # bare SASL tokens after a SaslHandshake v0
+        where = str(listener) if listener is not None else "the listener"
+        self._where = where
+        if listener is not None and listener.protocol.sasl and listener.security is not None:
+            self._sasl = SaslConnection(
+                listener.security, broker.credentials, broker.sasl_secret, broker.auth_executor,
+                broker.config.failed_auth_delay_ms, self.peer, where, lambda: broker.auth_clock(),
+            )  # fmt: skip
+            self._sasl.on_authenticated = self._authenticated
         now = self._loop.time()
         self.last_active = now
         self.partial_bytes = 0
@@ -107,11 +152,90 @@ class KafkaConnection:
             self._abort("the client closed the connection", logging.DEBUG)
             return
         self.last_active = self._loop.time()
+        if self._tls is not None:
+            data = self._tls_received(data)
+            if not data:
+                return
         self.data_received(data)
 
+    # --- TLS ---------------------------------------------------------------------------------------------------
+
+    def _tls_received(self, data: bytes) -> bytes:
+        tls = self._tls
+        writer = self._writer
+        assert tls is not None and isinstance(writer, TlsSocketWriter)
+        was_established = tls.established
+        try:
+            plain = tls.receive(data)
+        except TlsClosed:
+            writer.flush_now()
+            self._abort("the client closed the TLS session", logging.DEBUG)
+            return b""
+        except TlsError as e:
+            writer.flush_now()  # the alert, so that the client learns why
+            if was_established:
+                self._abort(f"TLS error: {e}")
+            else:
+                self._abort(f"TLS handshake failed on {self._where}: {e}{self._tls_hint(tls)}", logging.INFO)
+            return b""
+        writer.flush()
+        if writer.error is not None:
+            self._abort(f"write failed: {writer.error}", logging.DEBUG)
+            return b""
+        if not was_established and tls.established and not self._tls_established(tls):
+            return b""
+        return plain
+
+    @staticmethod
+    def _tls_hint(tls: TlsSession) -> str:
+        head = tls.first_bytes
+        if len(head) >= 6 and head[0] == 0 and int.from_bytes(head[4:6], "big") < 100:
+            return " (the client sent a plaintext Kafka request: is it configured with security.protocol=SSL or SASL_SSL?)"
+        if head[:1] != b"\x16":
+            return f" (the client does not speak TLS: first bytes {head!r})"
+        return ""
+
+    def _tls_established(self, tls: TlsSession) -> bool:
+        """The handshake just ended: on an SSL listener the client certificate, if any, gives the principal.
+        False when the connection was closed for it."""
+        listener = self.listener
+        if listener is None or listener.protocol is not SecurityProtocol.SSL:
+            return True
+        cert = tls.peer_certificate()
+        if cert is None:
+            self.principal = ANONYMOUS
+        else:
+            dn = distinguished_name(cert.get("subject", ()))
+            mapper = listener.security.principal_mapper if listener.security is not None else None
+            try:
+                name = mapper.name(dn) if mapper is not None else dn
+            except NoMatchingRule as e:
+                self._abort(f"TLS client certificate refused on {self._where}: {e}", logging.INFO)
+                return False
+            self.principal = f"User:{name}"
+        log.debug("%s connected on %s with %s as %s", self.peer, self._where, tls.describe(), self.principal)
+        return True
+
+    def _authenticated(self, principal: str) -> None:
+        self.principal = principal
+
+    # --- receiving -------------------------------------------------------------------------------------------
+
     def data_received(self, data: bytes) -> None:
+        if self._raw is not None:
+            data = self._raw_received(data)
+            if not data:
+                return
         conn = self._conn
         conn.receive_data(data)
+        sasl = self._sasl
+        if sasl is not None and not sasl.authenticated and conn.buffered > self._broker.config.sasl_max_receive_size:
+            limit = self._broker.config.sasl_max_receive_size
+            self._abort(
+                f"{conn.buffered} bytes of requests before SASL authentication ended, over "
+                f"sasl.server.max.receive.size ({limit}) (an oversized SASL token, or requests sent too early)"
+            )
+            return
         took = False
         while not self._closed:
             try:
@@ -136,25 +260,94 @@ class KafkaConnection:
     # --- dispatch --------------------------------------------------------------------------------------
 
     def _dispatch(self, request: Request) -> None:
+        sasl = self._sasl
+        if sasl is not None:
+            verdict = sasl.admit(request)
+            admission = verdict.admission
+            if admission is Admission.REJECT:
+                self._abort(f"{verdict.reason} on {self._where}")
+                return
+            if admission is not Admission.PASS:
+                if admission is Admission.HANDSHAKE:
+                    result = sasl.handshake(request)
+                else:
+                    result = sasl.authenticate(request)
+                self._queue(_Slot(request, result, sasl=True))
+                if admission is Admission.HANDSHAKE and sasl.session.raw_tokens and not self._closed:
+                    self._start_raw_tokens()
+                return
         handler = self._broker.handlers.get(request.api.key)
         if handler is None:
             self._abort(f"no handler for {request.api.name}")
             return
-        self._broker.current_client_host = self.client_host
+        broker = self._broker
+        broker.current_client_host = self.client_host
+        broker.current_principal = self.principal
+        broker.config.serving_listener = self.listener
         try:
-            result = handler(self._broker, request)
+            result = handler(broker, request)
         except Exception:
             log.exception("handler for %s v%d from %s failed", request.api.name, request.version, self.peer)
             self._abort(f"internal error handling {request.api.name}")
             return
+        finally:
+            broker.config.serving_listener = None
         if result is NO_RESPONSE:
             return
-        slot = _Slot(request, result)
+        self._queue(_Slot(request, result))
+
+    def _queue(self, slot: _Slot) -> None:
         self._slots.append(slot)
+        result = slot.result
         if isinstance(result, asyncio.Future) and not result.done():
             result.add_done_callback(self._on_done)
         else:
             self._flush_ready()
+
+    # --- bare SASL tokens (after a SaslHandshake v0) ----------------------------------------------------------
+
+    def _start_raw_tokens(self) -> None:
+        if self._conn.buffered:
+            self._abort("bytes sent after SaslHandshake v0 before its answer (SASL tokens must wait for it)")
+            return
+        self._raw = RawTokens(self._broker.config.sasl_max_receive_size)
+
+    def _raw_received(self, data: bytes) -> bytes:
+        """Feed bare tokens to the SASL exchange; returns the bytes that follow it once it is over."""
+        raw, sasl = self._raw, self._sasl
+        assert raw is not None and sasl is not None
+        raw.feed(data)
+        while not self._closed and self._raw is raw:
+            if sasl.session.state is not SaslState.AUTHENTICATING:
+                if raw.buffered:
+                    self._abort(f"bytes sent during SASL {sasl.session.mechanism} authentication before the answer")
+                return b""
+            try:
+                token = raw.next_token()
+            except ProtocolError as e:
+                self._abort(f"{e} on {self._where}")
+                return b""
+            if token is None:
+                return b""
+            sasl.raw_token(token, self._send_raw, self._close_now)
+            if sasl.authenticated:
+                self._raw = None
+                return raw.rest()
+        return b""
+
+    def _send_raw(self, parts: list[bytes]) -> None:
+        if self._closed:
+            return
+        self._writer.write(parts)
+        if self._writer.error is not None:
+            self._abort(f"write failed: {self._writer.error}", logging.DEBUG)
+            return
+        sasl = self._sasl
+        if self._raw is not None and sasl is not None and sasl.authenticated:
+            self._raw = None  # a PLAIN check ended off the loop: what follows is requests again
+
+    def _close_now(self, reason: str) -> None:
+        self._abort(reason, logging.INFO)
 
     def _on_done(self, _fut: asyncio.Future[Any]) -> None:
         if not self._closed:
@@ -166,13 +359,25 @@ class KafkaConnection:
         if writer.error is not None:
             self._abort(f"write failed: {writer.error}", logging.DEBUG)
             return
+        if self._closing is not None:
+            self._abort(self._closing, logging.INFO)
+            return
         self.last_active = self._loop.time()
         self._update_reading()
+
+    def _close_when_sent(self, reason: str) -> None:
+        """Stop reading and close once the writer has sent what it holds (an authentication failure's answer)."""
+        self._closing = reason
+        if not self._reading_paused:
+            self._loop.remove_reader(self._fd)
+            self._reading_paused = True
+        if self._writer.buffered == 0:
+            self._abort(reason, logging.INFO)
 
     def _flush_ready(self) -> None:
         writer = self._writer
         slots = self._slots
-        while slots:
+        while slots and self._closing is None:
             slot = slots[0]
             body = slot.result
             if isinstance(body, asyncio.Future):
@@ -205,6 +410,9 @@ class KafkaConnection:
                 self._abort(f"write failed: {writer.error}", logging.INFO)
                 return
             self.last_active = self._loop.time()
+            if slot.sasl and self._sasl is not None and self._sasl.failure is not None:
+                self._close_when_sent(self._sasl.failure)
+                return
 
     def _unsupported(self, event: UnsupportedRequest) -> None:
         if event.api_key != 18:
@@ -219,7 +427,7 @@ class KafkaConnection:
     # --- flow control and closing -------------------------------------------------------------------------
 
     def _update_reading(self) -> None:
-        if self._closed:
+        if self._closed or self._closing is not None:
             return
         want_pause = self._writer.buffered > _MAX_UNSENT_BYTES or len(self._slots) >= _MAX_IN_FLIGHT
         if want_pause and not self._reading_paused:

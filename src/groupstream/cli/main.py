@@ -18,6 +18,7 @@ from groupstream.cli import (
     produce_cmd,
     region_cmd,
     topics_cmd,
+    users_cmd,
 )
 from groupstream.cli.errors import UserError
 from groupstream.client.errors import ClientError, KafkaConnectionError
@@ -32,6 +33,7 @@ _COMMANDS = (
     pipeline_cmd,
     region_cmd,
     demo_cmd,
+    users_cmd,
 )
 
 __all__ = ["UserError", "build_parser", "main"]
