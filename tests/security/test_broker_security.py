@@ -181,8 +181,10 @@ def test_unsupported_mechanism_is_answered_then_closed(broker: Broker) -> None:
          "wrong-proof"],
 )  # fmt: skip
 def test_each_mistake_closes_only_its_own_connection(
-    broker: Broker, steps: list[tuple[str, int, dict[str, object]]], logged: str, caplog: pytest.LogCaptureFixture
+    broker: Broker, steps: list[tuple[str, int, dict[str, object]]], logged: str, caplog: pytest.LogCaptureFixture,
+    clock: list[int],
 ) -> None:
+    """(The SASL clock stands still: the bystander's session on this listener must not expire meanwhile.)"""
     caplog.set_level(logging.INFO, "groupstream.broker.server")
     bystander = WireClient(port(broker, "SASL_PLAINTEXT"))
     assert bystander.scram("alice", "alice-pw").error_code == 0

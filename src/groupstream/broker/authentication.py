@@ -203,7 +203,7 @@ class RawTokens:
         self._buf = bytearray()
         self._limit = limit
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self._buf += data
 
     def next_token(self) -> bytes | None:

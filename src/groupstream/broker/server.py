@@ -46,6 +46,7 @@ _MAX_IN_FLIGHT = 256  # stop reading a connection with this many unanswered requ
 _MAX_UNSENT_BYTES = 64 * 1024 * 1024  # ... or with this much response data the peer has not taken yet
 _READ_SIZE = 256 * 1024  # bytes per read, as asyncio's transports read
 ANONYMOUS = "User:ANONYMOUS"
+_LINGER_S = 1.0  # how long a refused client has to hang up by itself (see KafkaConnection._linger)
 
 
 class _Slot:
@@ -92,6 +93,7 @@ class KafkaConnection:
         self._reading_paused = False
         self._closed = False
         self._closing: str | None = None  # close once everything handed to the writer is sent, for this reason
+        self._linger_timer: asyncio.TimerHandle | None = None
         self.ip: str = str(peer[0])
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = f"/{peer[0]}"
@@ -153,14 +155,15 @@ class KafkaConnection:
             return
         self.last_active = self._loop.time()
         if self._tls is not None:
-            data = self._tls_received(data)
-            if not data:
-                return
+            plain = self._tls_received(data)
+            if plain:
+                self.data_received(plain)
+            return
         self.data_received(data)
 
     # --- TLS ---------------------------------------------------------------------------------------------------
 
-    def _tls_received(self, data: bytes) -> bytes:
+    def _tls_received(self, data: bytes) -> bytes | memoryview:
         tls = self._tls
         writer = self._writer
         assert tls is not None and isinstance(writer, TlsSocketWriter)
@@ -221,7 +224,7 @@ class KafkaConnection:
 
     # --- receiving -------------------------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes | memoryview) -> None:
         if self._raw is not None:
             data = self._raw_received(data)
             if not data:
@@ -312,7 +315,7 @@ class KafkaConnection:
             return
         self._raw = RawTokens(self._broker.config.sasl_max_receive_size)
 
-    def _raw_received(self, data: bytes) -> bytes:
+    def _raw_received(self, data: bytes | memoryview) -> bytes:
         """Feed bare tokens to the SASL exchange; returns the bytes that follow it once it is over."""
         raw, sasl = self._raw, self._sasl
         assert raw is not None and sasl is not None
@@ -360,19 +363,44 @@ class KafkaConnection:
             self._abort(f"write failed: {writer.error}", logging.DEBUG)
             return
         if self._closing is not None:
-            self._abort(self._closing, logging.INFO)
+            self._linger()
             return
         self.last_active = self._loop.time()
         self._update_reading()
 
     def _close_when_sent(self, reason: str) -> None:
-        """Stop reading and close once the writer has sent what it holds (an authentication failure's answer)."""
+        """Take no more requests, and close once the writer has sent what it holds (a refusal) and the client
+        hung up, or _LINGER_S after: see `_linger`."""
         self._closing = reason
         if not self._reading_paused:
             self._loop.remove_reader(self._fd)
             self._reading_paused = True
         if self._writer.buffered == 0:
-            self._abort(reason, logging.INFO)
+            self._linger()
+
+    def _linger(self) -> None:
+        """The refusal is sent: let the client hang up first. A client that finds the end of the connection in the
+        same read as its last response may drop the response (kafka-python reports 'socket disconnected' instead
+        of the authentication failure); clients close at once when refused, and one that does not is closed
+        _LINGER_S later. Bytes it sends meanwhile are read and dropped."""
+        if self._linger_timer is not None or self._closed:
+            return
+        self._linger_timer = self._loop.call_later(_LINGER_S, self._linger_over)
+        self._loop.add_reader(self._fd, self._on_linger_readable)
+        self._reading_paused = False
+
+    def _on_linger_readable(self) -> None:
+        try:
+            data = self._sock.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._linger_over()
+
+    def _linger_over(self) -> None:
+        self._abort(self._closing or "closing", logging.INFO)
 
     def _flush_ready(self) -> None:
         writer = self._writer
@@ -443,9 +471,15 @@ class KafkaConnection:
             return
         log.log(level, "closing connection from %s: %s", self.peer, reason)
         self._closed = True
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         if not self._reading_paused:
             self._loop.remove_reader(self._fd)
-        self._writer.close()
+        writer = self._writer
+        if self._tls is not None and isinstance(writer, TlsSocketWriter) and writer.buffered == 0:
+            self._tls.close_notify()
+            writer.flush_now()
+        writer.close()
         self._sock.close()
         for slot in self._slots:
             if isinstance(slot.result, asyncio.Future) and not slot.result.done():

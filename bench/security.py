@@ -1,0 +1,301 @@
+"""Security costs on our broker, in one run: throughput over TLS against plaintext, and connection set-up time.
+
+One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-256/512 users made by
+``groupstream users add``), certificates made on the spot (EC P-256, as tests/security/tls_pki.py makes them).
+
+- Throughput: confluent-kafka produces (acks=all, linger.ms=10, no compression, keyless) then fetches in assign
+  mode from offset 0, as bench/broker_throughput.py does, once per listener on fresh topics; the best of
+  ``--repeat`` runs; the ratio of TLS (SSL, and SASL_SSL with SCRAM-SHA-256) to PLAINTEXT.
+- Connection set-up: a blocking client of our own codec opens a connection and is ready to send requests
+  (TCP connect, TLS handshake where there is one, ApiVersions, SaslHandshake and the SCRAM exchange where there is
+  one), ``--connections`` times per case; median and 95th percentile. The SCRAM client's PBKDF2 (4096 iterations)
+  is part of what a client pays, so it is in the figures; the broker's share is a few HMACs.
+
+    .venv/bin/python bench/security.py [--records 500000,200000] [--value-size 100,1024] [--partitions 6]
+        [--repeat 3] [--connections 200] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # support.brokers
+sys.path.insert(0, str(ROOT / "tests" / "security"))  # tls_pki, kafka_wire
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from kafka_wire import WireClient, client_tls  # noqa: E402
+from tls_pki import Pki, make_pki  # noqa: E402
+
+from broker_throughput import Case, parse_ints  # noqa: E402
+from groupstream.security.scram import ScramMechanism  # noqa: E402
+from results import confluent_versions, machine, write_section  # noqa: E402
+from support.brokers import BrokerKind, BrokerProcess, free_port, groupstream_command  # noqa: E402
+
+USER, PASSWORD = "bench", "bench-password"
+
+
+class Broker(BrokerProcess):
+    def __init__(self, workdir: Path, pki: Pki) -> None:
+        self.ports = {"SSL": free_port(), "SASL_PLAINTEXT": free_port(), "SASL_SSL": free_port()}
+        settings = {
+            "ssl.keystore.location": str(pki.broker.pem_keystore),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        }
+        super().__init__(BrokerKind.GROUPSTREAM, workdir, settings=settings, start_timeout=60)
+        self.ports["PLAINTEXT"] = self.port
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            cmd += ["--listen", f"{name}://127.0.0.1:{self.ports[name]}"]
+        return cmd
+
+
+def client_conf(broker: Broker, pki: Pki, listener: str) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": f"127.0.0.1:{broker.ports[listener]}", "security.protocol": listener}
+    if "SSL" in listener:
+        conf["ssl.ca.location"] = str(pki.ca)
+    if listener.startswith("SASL"):
+        conf.update({"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": USER, "sasl.password": PASSWORD})
+    return conf
+
+
+# --- throughput (bench/broker_throughput.py's client settings, with a security configuration) -------------------
+
+
+def create_topic(conf: dict[str, Any], topic: str, partitions: int) -> None:
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
+        time.sleep(0.05)  # poll interval, bounded by the deadline above
+
+
+def produce(conf: dict[str, Any], topic: str, case: Case) -> float:
+    value = bytes(range(256)) * (case.value_size // 256) + bytes(case.value_size % 256)
+    acked = 0
+    errors: list[str] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+        else:
+            errors.append(str(err))
+
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": False, "compression.type": "none",
+                         "linger.ms": 10, "batch.size": 1_000_000, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})  # fmt: skip
+    producer.list_topics(topic, timeout=10)  # connected (and authenticated) before the clock starts
+    produce_one = producer.produce
+    start = time.perf_counter()
+    for i in range(case.records):
+        try:
+            produce_one(topic, value, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.01)
+            produce_one(topic, value, on_delivery=on_delivery)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if left or errors or acked != case.records:
+        raise RuntimeError(f"produce: {acked} acked, {left} left, errors {errors[:3]}")
+    return elapsed
+
+
+def fetch(conf: dict[str, Any], topic: str, case: Case, partitions: int) -> float:
+    consumer = Consumer({**conf, "group.id": f"{topic}-bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+                         "queued.max.messages.kbytes": 262_144})  # fmt: skip
+    try:
+        consumer.list_topics(topic, timeout=10)  # connect and learn the leaders before the clock starts
+        got = 0
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 600
+        while got < case.records:
+            for m in consumer.consume(num_messages=10_000, timeout=1.0):
+                if m.error() is not None:
+                    raise RuntimeError(f"fetch error: {m.error()}")
+                got += 1
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fetch stalled at {got} of {case.records}")
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
+
+
+def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> dict[tuple[str, Case], tuple[float, float]]:  # fmt: skip
+    """Best (produce s, fetch s) per listener and case; listeners interleave within a repeat, so that a noisy
+    neighbour slows them alike."""
+    best: dict[tuple[str, Case], tuple[float, float]] = {}
+    for n, case in enumerate(cases):
+        for r in range(repeat):
+            for listener in THROUGHPUT_LISTENERS:
+                conf = client_conf(broker, pki, listener)
+                topic = f"sec-{n}-{listener.lower()}-{r}"
+                create_topic(conf, topic, partitions)
+                p, f = produce(conf, topic, case), fetch(conf, topic, case, partitions)
+                old = best.get((listener, case), (float("inf"), float("inf")))
+                best[(listener, case)] = (min(old[0], p), min(old[1], f))
+                print(f"  {case!s:<16} {listener:<10} run {r + 1}: produce {case.records / p:>10,.0f} rec/s   "
+                      f"fetch {case.records / f:>10,.0f} rec/s", flush=True)  # fmt: skip
+    return best
+
+
+def throughput_table(best: dict[tuple[str, Case], tuple[float, float]], cases: list[Case], partitions: int) -> str:
+    lines = [
+        f"| case ({partitions} partitions) | listener | produce rec/s | produce MB/s | fetch rec/s | fetch MB/s | "
+        "produce vs plaintext | fetch vs plaintext |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in cases:
+        base_p, base_f = best[("PLAINTEXT", case)]
+        mb = case.records * case.value_size / 1e6
+        for listener in THROUGHPUT_LISTENERS:
+            p, f = best[(listener, case)]
+            name = "SASL_SSL (SCRAM-SHA-256)" if listener == "SASL_SSL" else listener
+            ratio_p = "" if listener == "PLAINTEXT" else f"**{base_p / p:.2f}x**"
+            ratio_f = "" if listener == "PLAINTEXT" else f"**{base_f / f:.2f}x**"
+            lines.append(f"| {case} | {name} | {case.records / p:,.0f} | {mb / p:.1f} | {case.records / f:,.0f} | "
+                         f"{mb / f:.1f} | {ratio_p} | {ratio_f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+# --- connection set-up ----------------------------------------------------------------------------------------
+
+
+def setup_cases(broker: Broker, pki: Pki) -> dict[str, Callable[[], None]]:
+    tls = client_tls(str(pki.ca))
+
+    def connect(listener: str, mechanism: ScramMechanism | None = None) -> Callable[[], None]:
+        port = broker.ports[listener]
+
+        def once() -> None:
+            with WireClient(port, tls if "SSL" in listener else None) as c:
+                assert c.request("ApiVersions", 3, client_software_name="bench", client_software_version="1").error_code == 0
+                if mechanism is not None:
+                    assert c.scram(USER, PASSWORD, mechanism).error_code == 0
+
+        return once
+
+    return {
+        "PLAINTEXT": connect("PLAINTEXT"),
+        "SSL (TLS 1.3 handshake)": connect("SSL"),
+        "SASL_PLAINTEXT, SCRAM-SHA-256": connect("SASL_PLAINTEXT", ScramMechanism.SCRAM_SHA_256),
+        "SASL_PLAINTEXT, SCRAM-SHA-512": connect("SASL_PLAINTEXT", ScramMechanism.SCRAM_SHA_512),
+        "SASL_SSL, SCRAM-SHA-256": connect("SASL_SSL", ScramMechanism.SCRAM_SHA_256),
+        "SASL_SSL, SCRAM-SHA-512": connect("SASL_SSL", ScramMechanism.SCRAM_SHA_512),
+    }
+
+
+def pbkdf2_ms() -> dict[str, float]:
+    """The client's own share of a SCRAM login: one PBKDF2 of the password (4096 iterations)."""
+    from groupstream.security.scram import salt_password
+
+    out = {}
+    for m in ScramMechanism:
+        start = time.perf_counter()
+        for _ in range(20):
+            salt_password(m, PASSWORD, b"s" * 32, 4096)
+        out[m.mechanism_name] = (time.perf_counter() - start) / 20 * 1000
+    return out
+
+
+def setup_times(broker: Broker, pki: Pki, connections: int) -> dict[str, list[float]]:
+    cases = setup_cases(broker, pki)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for once in cases.values():  # warm-up
+        once()
+    for _ in range(connections):
+        for name, once in cases.items():  # interleaved, so that load elsewhere hits every case alike
+            start = time.perf_counter()
+            once()
+            times[name].append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def setup_table(times: dict[str, list[float]], pbkdf2: dict[str, float]) -> str:
+    base = statistics.median(times["PLAINTEXT"])
+    lines = ["| connection | median ms | p95 ms | vs plaintext |", "|---|---:|---:|---:|"]
+    for name, ms in times.items():
+        ms = sorted(ms)
+        p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+        med = statistics.median(ms)
+        lines.append(f"| {name} | {med:.2f} | {p95:.2f} | {med / base:.1f}x |")
+    lines.append("")
+    lines.append("Of which the client's PBKDF2 (4096 iterations, hashlib): " +
+                 ", ".join(f"{k} {v:.2f} ms" for k, v in pbkdf2.items()) + ".")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", default="500000,200000", help="records per case (one value, or one per size)")
+    ap.add_argument("--value-size", default="100,1024", help="value sizes in bytes, one case each")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case and listener; the fastest is reported")
+    ap.add_argument("--connections", type=int, default=200, help="connections timed per set-up case")
+    ap.add_argument("--write-results", action="store_true", help="update the security section of bench/RESULTS.md")
+    args = ap.parse_args()
+    sizes, counts = parse_ints(args.value_size), parse_ints(args.records)
+    if len(counts) == 1:
+        counts = counts * len(sizes)
+    cases = [Case(n, s) for n, s in zip(counts, sizes, strict=True)]
+    env = f"{machine()}; {confluent_versions()}"
+    print(f"security bench: {env}")
+    with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
+        pki = make_pki(Path(tmp) / "pki")
+        broker = Broker(Path(tmp) / "broker", pki)
+        added = subprocess.run([*groupstream_command(), "users", "add", "--data-dir", str(broker.data_dir), "--user",
+                                USER, "--password", PASSWORD], capture_output=True, text=True)  # fmt: skip
+        if added.returncode != 0:
+            raise SystemExit(added.stderr)
+        with broker:
+            times = setup_times(broker, pki, args.connections)
+            pbkdf2 = pbkdf2_ms()
+            setup = setup_table(times, pbkdf2)
+            print(setup, flush=True)
+            best = throughput(broker, pki, cases, args.partitions, args.repeat)
+    tput = throughput_table(best, cases, args.partitions)
+    print()
+    print(tput)
+    if args.write_results:
+        write_section(
+            "security",
+            "## Security: TLS and SCRAM (`bench/security.py`)\n\n"
+            f"{env}. One broker with PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners (EC P-256 certificates; "
+            "TLS 1.3, TLS_AES_256_GCM_SHA384 negotiated by librdkafka and Python alike). Throughput: confluent-kafka, "
+            "produce acks=all, linger.ms=10, no compression, keyless; fetch in assign mode from offset 0; best of "
+            f"{args.repeat} runs per listener, listeners interleaved. MB/s counts value bytes (10^6 B).\n\n"
+            f"Command: `python bench/security.py --records {args.records} --value-size {args.value_size} "
+            f"--partitions {args.partitions} --repeat {args.repeat} --connections {args.connections} "
+            f"--write-results`\n\n{tput}\n\n"
+            f"Connection set-up, from connect() until the connection may send requests (a blocking client of our "
+            f"codec, {args.connections} connections per case, cases interleaved):\n\n{setup}",
+        )
+        print("\nwrote bench/RESULTS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
