@@ -54,15 +54,16 @@ def write_arrow(table: Any, directory: Path, name: str) -> None:
 
 def reader(spark: Any, bootstrap: str, topic: str, fail_on_data_loss: bool, streaming: bool) -> Any:
     r = spark.readStream if streaming else spark.read
-    df = (
+    r = (
         r.format("groupstream")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", str(fail_on_data_loss).lower())
-        .load()
     )
-    return df.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+    if streaming and not fail_on_data_loss:  # progress committed to a group: to a deleted topic too, quietly
+        r = r.option("group.id", f"{topic}-lenient")
+    return r.load().selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
 
 
 def stream(spark: Any, bootstrap: str, topic: str, work: Path) -> int:

@@ -120,7 +120,8 @@ trigger = "1 second"
             run.proc.wait(30)
 
     text = run.text()
-    assert "Traceback" not in text and "py4j" not in text.lower(), text[-4000:]
+    stopping = text[text.index('{"event": "stopping"'):]  # what the instances printed once asked to stop
+    assert "Traceback" not in stopping and "py4j" not in stopping.lower(), stopping[-4000:]
     assert "all 2 instances stopped (1 restarts)" in text, text[-2000:]
     for name in ("i0", "i1"):
         assert [e["code"] for e in run.supervisor("instance-exited", name)][-1] == 0, text[-3000:]

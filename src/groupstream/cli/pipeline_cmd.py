@@ -8,7 +8,10 @@ table; see `groupstream.spark.region_table`), and ``--instances N`` (or ``[regio
 starts N such instances as child processes on this machine and supervises them, starting again those that die
 (see `groupstream.cli.pipeline_supervisor`). A region is caught up when its
 table's ledger covers every partition up to the log end seen when the run started; each instance then stops,
-since with one group the partitions of an instance that stopped would move to one still running."""
+since with one group the partitions of an instance that stopped would move to one still running.
+
+Spark settings come from the file's ``[spark]`` table and ``--conf KEY=VALUE`` (which wins). On a cluster master
+a run whose application gets no executor says so after 20 s (see `groupstream.spark.session.ExecutorWatch`)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from groupstream.cli.common import stderr, stdout
 from groupstream.cli.errors import UserError
-from groupstream.cli.pipeline_stop import StopRequest
+from groupstream.cli.pipeline_stop import StopRequest, stop_query
 from groupstream.cli.pipeline_supervisor import DEFAULT_MAX_RESTARTS
 
 if TYPE_CHECKING:
@@ -39,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("--instances", type=int, metavar="N",
                      help="run as a region of N instances on this machine (child processes)")  # fmt: skip
     run.add_argument("--member", metavar="NAME", help="run as the region instance NAME (letters, digits, _ and .)")
+    run.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                     help="a Spark setting (repeatable), e.g. spark.executor.memory=2g; overrides the file's [spark]")
     run.add_argument("--max-restarts", type=int, metavar="N",
                      help="with --instances: start an instance that dies again at most N times (default "
                           f"{DEFAULT_MAX_RESTARTS}), after a backoff of 1 s doubling up to 30 s")  # fmt: skip
@@ -53,12 +58,14 @@ def run_pipeline(args: argparse.Namespace) -> int:
         build_query,
         load_pipeline,
         query_error,
+        spark_rejects,
     )
 
     try:
         spec = load_pipeline(args.file)
     except PipelineError as e:
         raise UserError(f"{args.file}: {e}") from None
+    conf = spark_conf(args, spec)
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -78,16 +85,18 @@ def run_pipeline(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         spec = replace(spec, trigger=AVAILABLE_NOW)
-    from groupstream.spark.session import spark_session
+    from groupstream.spark.session import ExecutorWatch, spark_session
 
-    spark = spark_session(args.master, f"groupstream-pipeline-{args.file.stem}")
+    spark = spark_session(args.master, f"groupstream-pipeline-{args.file.stem}", conf)
     try:
         try:
             query = build_query(spark, spec, args.bootstrap_server)
         except PipelineError as e:
             raise UserError(f"{args.file}: {e}") from None
         except Exception as e:  # Spark rejects the SQL or the plan: say so in one line
-            raise UserError(f"{args.file}: Spark cannot run this pipeline: {str(e).splitlines()[0]}") from None
+            raise UserError(f"{args.file}: Spark cannot run this pipeline: {spark_rejects(e)}") from None
+        watch = ExecutorWatch(spark, args.master, lambda text, _n: stderr.print(f"pipeline {args.file.name}: {text}",
+                                                                               highlight=False, markup=False))  # fmt: skip
         sink = spec.sink_path if spec.sink_path is not None else f"topic {spec.sink_topic}"
         stdout.print(f"pipeline {args.file.name}: {spec.topic or spec.pattern} -> {sink} (trigger {spec.trigger})")
         rows = 0
@@ -102,8 +111,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 status.update(f"{len(batches)} batches, {rows:,} records read, "
                               f"{time.monotonic() - started:.0f}s")  # fmt: skip
                 await_query(query, 0.5)
-                if stop:
-                    query.stop()  # at a batch boundary; the next run resumes from the checkpoint
+                watch.poll()
+                stop_query(query, stop)  # at a batch boundary; the next run resumes from the checkpoint
         error = query.exception()
         if error is not None:
             raise UserError(f"the pipeline's query failed: {query_error(error)}")
@@ -115,6 +124,16 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return 0
     finally:
         spark.stop()
+
+
+def spark_conf(args: argparse.Namespace, spec: PipelineSpec) -> dict[str, str]:
+    """The Spark settings of this run: the file's ``[spark]`` table, then ``--conf`` (which wins)."""
+    from groupstream.spark.pipeline import PipelineError, parse_conf
+
+    try:
+        return {**spec.spark_conf, **parse_conf(getattr(args, "conf", None))}
+    except PipelineError as e:
+        raise UserError(str(e)) from None
 
 
 def _run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:

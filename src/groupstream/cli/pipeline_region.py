@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from groupstream.cli.errors import UserError
-from groupstream.cli.pipeline_stop import StopRequest
+from groupstream.cli.pipeline_stop import StopRequest, stop_query
 from groupstream.spark.pipeline import (
     AVAILABLE_NOW,
     PipelineError,
@@ -21,6 +21,7 @@ from groupstream.spark.pipeline import (
     await_query,
     build_query,
     query_error,
+    spark_rejects,
 )
 
 __all__ = ["run_member"]
@@ -31,10 +32,12 @@ _POLL_S = 0.5
 def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
     from dataclasses import replace
 
+    from groupstream.cli.pipeline_cmd import spark_conf
     from groupstream.region.ledger import OffsetLedger
-    from groupstream.spark.session import spark_session
+    from groupstream.spark.session import ExecutorWatch, spark_session
 
     member = args.member
+    conf = spark_conf(args, spec)
     until_caught_up = args.until_caught_up or spec.trigger == AVAILABLE_NOW
     if spec.trigger == AVAILABLE_NOW:
         spec = replace(spec, trigger="1 second")
@@ -43,7 +46,7 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
     except ImportError:
         raise UserError("pipelines run on Spark: pip install 'groupstream[spark]'") from None
     target = _log_ends(args.bootstrap_server, spec) if until_caught_up else None
-    spark = spark_session(args.master, f"groupstream-pipeline-{args.file.stem}-{member}")
+    spark = spark_session(args.master, f"groupstream-pipeline-{args.file.stem}-{member}", conf)
     try:
         try:
             query = build_query(spark, spec, args.bootstrap_server, member=member,
@@ -51,16 +54,20 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
         except PipelineError as e:
             raise UserError(f"{args.file}: {e}") from None
         except Exception as e:  # Spark rejects the SQL or the plan, or an option: say so in one line
-            raise UserError(f"{args.file}: Spark cannot run this pipeline: {str(e).splitlines()[0]}") from None
-        _say(member, "started", table=str(spec.sink_path), group=spec.group_id)
+            raise UserError(f"{args.file}: Spark cannot run this pipeline: {spark_rejects(e)}") from None
+        cores_max = spark.sparkContext.getConf().get("spark.cores.max", None)
+        _say(member, "started", table=str(spec.sink_path), group=spec.group_id, master=args.master,
+             **({} if cores_max is None else {"cores_max": cores_max}))  # fmt: skip
+        watch = ExecutorWatch(spark, args.master, lambda text, n: _say(member, "executors", executors=n, note=text))
         assert spec.sink_path is not None
         ledger = OffsetLedger(spec.sink_path)
         with StopRequest() as stop:
             while query.isActive:
                 await_query(query, _POLL_S)
-                if stop:
-                    query.stop()
-                elif target is not None and _covers(ledger.offsets(), target):
+                watch.poll()
+                if stop_query(query, stop):
+                    break
+                if target is not None and _covers(ledger.offsets(), target):
                     _say(member, "caught-up", offsets=_rows(ledger.offsets()))
                     query.stop()
         error = query.exception()

@@ -9,13 +9,20 @@ its partitions, and the restarted instance resumes from its Spark checkpoint and
 happens to instances is printed as JSON lines (``instance-started``, ``instance-exited``, ``instance-restart``,
 ``instance-gave-up``); the instances' own lines are shown prefixed with their name.
 
-The run exits 0 when every instance stopped cleanly: caught up (``--until-caught-up``) or stopped by SIGINT or
+On a standalone cluster (``--master spark://...``) each instance asks for its share of the cluster's cores
+(``spark.cores.max``, the cores of the alive workers, from the master's web UI, divided by N) unless the run's
+settings name ``spark.cores.max``: without it, the first instance's application takes every core and the others
+never get an executor.
+
+Ctrl-C (or SIGTERM) stops every instance at a batch boundary, waiting at most 30 s for a running micro-batch; a
+second Ctrl-C stops them at once. The run exits 0 when every instance stopped cleanly: caught up (``--until-caught-up``) or stopped by SIGINT or
 SIGTERM, also after restarts; 2 when an instance was given up on (its last error is named) or failed to stop.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -110,21 +117,27 @@ def run_region(args: argparse.Namespace, spec: PipelineSpec, instances: int) -> 
         base += ["--conf", conf]
     stdout.print(f"pipeline {args.file.name}: a region of {instances} instances ({', '.join(names)}) sharing group "
                  f"{spec.group_id!r} and table {spec.sink_path}")  # fmt: skip
+    share = _cores_share(args, spec, instances)
+    if share is not None:
+        base += ["--conf", f"spark.cores.max={share}"]
     members = [Instance(name, [*base, "--member", name]) for name in names]
     with StopRequest() as stop:
         for m in members:
             m.start()
         stopping = False
+        forwarded = 0  # signals passed on: the first stops each instance at a batch boundary, a second at once
         deadline: float | None = None
         while not all(m.done for m in members):
             now = time.monotonic()
             if stop and not stopping:
                 stopping, deadline = True, now + _STOP_TIMEOUT_S
                 _say("stopping", None, signal=signal.Signals(stop.signal).name if stop.signal else None)
+            if stopping and forwarded < max(stop.count, 1):
+                forwarded += 1
                 for m in members:
                     if m.running():
                         assert m.proc is not None
-                        m.proc.send_signal(signal.SIGINT)  # each stops at a batch boundary
+                        m.proc.send_signal(signal.SIGINT)
             for m in members:
                 _check(m, now, stopping, max_restarts)
             if deadline is not None and now > deadline:
@@ -148,6 +161,32 @@ def run_region(args: argparse.Namespace, spec: PipelineSpec, instances: int) -> 
     return 0
 
 
+def _cores_share(args: argparse.Namespace, spec: PipelineSpec, instances: int) -> int | None:
+    """``spark.cores.max`` for each instance on a standalone cluster, when the run does not set it."""
+    from groupstream.cli.pipeline_cmd import spark_conf
+    from groupstream.spark.session import cores_share, standalone_cores
+
+    conf = spark_conf(args, spec)
+    if not args.master.startswith("spark://") or "spark.cores.max" in conf:
+        return None
+    ui_port = conf.get("spark.master.ui.port", "8080")
+    cores = standalone_cores(args.master, int(ui_port) if ui_port.isdigit() else 8080)
+    head = f"pipeline {args.file.name}:"
+    if cores is None:
+        stdout.print(f"{head} the master's web UI (port {ui_port}, spark.master.ui.port) does not answer, so the "
+                     f"{instances} instances' share of the cores is unknown: give each one with --conf "
+                     "spark.cores.max=K, or the first may take every core", highlight=False, markup=False)  # fmt: skip
+        return None
+    share = cores_share(cores, instances)
+    if cores < instances:
+        stdout.print(f"{head} the cluster has {cores} cores for {instances} instances: each asks for 1, and some "
+                     "wait for a core until another instance stops", highlight=False, markup=False)  # fmt: skip
+    else:
+        stdout.print(f"{head} the cluster has {cores} cores: each instance asks for {share} (spark.cores.max)",
+                     highlight=False, markup=False)  # fmt: skip
+    return share
+
+
 def _check(m: Instance, now: float, stopping: bool, max_restarts: int) -> None:
     """Follow one instance: notice its exit, and start it again when its backoff is over."""
     if m.done:
@@ -162,6 +201,8 @@ def _check(m: Instance, now: float, stopping: bool, max_restarts: int) -> None:
     code = m.proc.poll()
     if code is None:
         return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(m.proc.pid, signal.SIGKILL)  # what it leaves behind (its Spark JVM, Python workers) goes with it
     _say("instance-exited", m.name, code=code, status=_exit_text(code), **({"error": m.last_error} if code else {}))
     if code == 0:
         m.done = True

@@ -21,7 +21,12 @@ trigger = "5 seconds"              # or "available-now": process what is there, 
 
 [region]                           # optional: run as several instances that share the group and the table
 instances = 2                      # how many `groupstream pipeline run FILE` starts on this machine
+
+[spark]                            # optional: Spark settings of the pipeline's session (each instance's)
+"spark.executor.memory" = "2g"     # also without the prefix: executor.memory = "2g"
 ```
+
+``--conf KEY=VALUE`` on the command line adds Spark settings and overrides the file's.
 
 With ``[region]`` (or ``--instances N`` / ``--member NAME`` on the command line) the pipeline is a consistent
 region: its instances, on this machine or elsewhere, share ``source.group_id`` (the group splits the partitions
@@ -38,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -45,7 +51,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PipelineError", "PipelineSpec", "await_query", "build_query", "load_pipeline", "query_error"]
+__all__ = [
+    "PipelineError",
+    "PipelineSpec",
+    "await_query",
+    "build_query",
+    "load_pipeline",
+    "parse_conf",
+    "query_error",
+    "spark_rejects",
+    "spark_settings",
+]
 
 FILE_FORMATS = ("parquet", "json", "csv", "orc")
 OUTPUT_MODES = ("append", "update", "complete")
@@ -73,6 +89,7 @@ class PipelineSpec:
     trigger: str
     base_dir: Path = field(default=Path("."))
     instances: int | None = None  # [region] instances: run as a region of this many local instances
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # [spark]: settings of the Spark session
 
 
 def _table(doc: Mapping[str, Any], name: str, required: bool) -> Mapping[str, Any]:
@@ -108,7 +125,7 @@ def load_pipeline(path: Path) -> PipelineSpec:
         raise PipelineError(f"no pipeline file {path}") from None
     except tomllib.TOMLDecodeError as e:
         raise PipelineError(f"{path} is not valid TOML: {e}") from None
-    _check_keys(doc, "pipeline", {"source", "transform", "sink", "region"})
+    _check_keys(doc, "pipeline", {"source", "transform", "sink", "region", "spark"})
     base = Path(path).resolve().parent
     src = _table(doc, "source", required=True)
     _check_keys(src, "source", {"topic", "pattern", "starting_offsets", "group_id", "options"})
@@ -167,7 +184,44 @@ def load_pipeline(path: Path) -> PipelineSpec:
         trigger=trigger,
         base_dir=base,
         instances=instances,
+        spark_conf=spark_settings(_table(doc, "spark", required=False)),
     )
+
+
+def spark_settings(table: Mapping[str, Any], section: str = "spark") -> dict[str, str]:
+    """The ``[spark]`` table as Spark properties: nested tables are joined with dots (TOML reads
+    ``executor.memory = "2g"`` as a table ``executor``), and ``spark.`` is prefixed where missing, so both
+    ``"spark.executor.memory" = "2g"`` and ``executor.memory = "2g"`` mean Spark's ``spark.executor.memory``."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+            return
+        if isinstance(value, bool):
+            text = str(value).lower()
+        elif isinstance(value, int | float | str):
+            text = str(value)
+        else:
+            raise PipelineError(f"{section}.{prefix} must be a string, number or boolean, got {value!r}")
+        key = prefix if prefix.startswith("spark.") else f"spark.{prefix}"
+        out[key] = text
+
+    walk("", table)
+    return out
+
+
+def parse_conf(items: list[str] | None) -> dict[str, str]:
+    """``--conf KEY=VALUE`` arguments as Spark properties (``spark.`` prefixed where missing)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PipelineError(f"--conf takes KEY=VALUE (a Spark property), got {item!r}")
+        out[key if key.startswith("spark.") else f"spark.{key}"] = value
+    return out
 
 
 _PYTHON_ERROR = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): (.+)$")
@@ -179,9 +233,32 @@ def query_error(error: object) -> str:
     text = str(error).split("=== Streaming Query ===")[0]
     lines = text.splitlines()
     found = [m.group(1) for line in lines if (m := _PYTHON_ERROR.match(line.strip()))]
-    if found:
-        return found[-1]
-    return lines[0] if lines else repr(error)
+    line = found[-1] if found else (lines[0] if lines else repr(error))
+    if "No module named 'groupstream'" in text or "No module named 'pyspark_groupstream'" in text:
+        line += _MISSING_PACKAGE.format(python=os.environ.get("PYSPARK_PYTHON", "python3"))
+    return line
+
+
+_MISSING_PACKAGE = (
+    " (groupstream must be installed in the Python that Spark runs, PYSPARK_PYTHON={python}, on the driver and on "
+    "every executor: pip install 'groupstream[spark]' there, or point PYSPARK_PYTHON at a Python that has it)"
+)
+
+
+def spark_rejects(error: object) -> str:
+    """One line for a pipeline Spark cannot start: Spark's own message (not py4j's "An error occurred while
+    calling ..." around it); a data source Spark cannot find is groupstream missing from the Python that Spark
+    runs, which the hint names."""
+    lines = str(error).splitlines() or [repr(error)]
+    line = lines[0]
+    if line.startswith("An error occurred while calling") and len(lines) > 1:
+        line = _JAVA_ERROR.sub("", lines[1].lstrip(": "))
+    if "DATA_SOURCE_NOT_FOUND" in line or "No module named 'groupstream'" in str(error):
+        line += _MISSING_PACKAGE.format(python=os.environ.get("PYSPARK_PYTHON", "python3"))
+    return line
+
+
+_JAVA_ERROR = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z]\w*(?:Exception|Error): ")
 
 
 def await_query(query: Any, timeout_s: float) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,19 @@ class RegionTable:
             self._rejected(batch_id, PublishRejected(conflicts))
             return
         staging = self.ledger.staging_path(self.member, plan.key)
-        df.write.mode("overwrite").parquet(str(staging))
+        try:
+            df.write.mode("overwrite").parquet(str(staging))
+        except Exception as e:
+            if not _interrupted(e):
+                raise
+            # The query is being stopped in the middle of this batch. Nothing is published, so the next run
+            # reads these ranges again from the ledger; returning (rather than raising Spark's interruption back
+            # through py4j) also spares Spark a regex over the long error text, whose recursion overflows the
+            # stream thread's stack (StackOverflowError in StreamExecution.isInterruptionException).
+            shutil.rmtree(staging, ignore_errors=True)
+            log.info("region member %s: batch %d interrupted by the query's stop; not published", self.member,
+                     batch_id)  # fmt: skip
+            return
         files = sorted(f for f in staging.glob("part-*.parquet") if _rows_in(f))
         for extra in staging.iterdir():  # Spark's _SUCCESS, checksums and empty parts are not part of the table
             if extra not in files and extra.is_file():
@@ -135,6 +148,15 @@ class RegionTable:
     def _event(self, event: str, **fields: Any) -> None:
         if self._on_event is not None:
             self._on_event(event, fields)
+
+
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")  # fmt: skip
+
+
+def _interrupted(error: Exception) -> bool:
+    """A py4j call into Spark that failed because the query's thread was interrupted (the query is stopping)."""
+    return type(error).__name__ == "Py4JJavaError" and any(name in str(error) for name in _INTERRUPTIONS)
 
 
 def _rows_in(path: Path) -> int:

@@ -34,6 +34,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from groupstream.client.errors import KafkaError
+from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.cluster import Cluster, DataLossError
 from groupstream.spark.dataloss import Position, find_losses, next_end, starts, warning_text
 from groupstream.spark.executor import ReadSpec, read_range
@@ -287,7 +289,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             self.cluster.commit(group, offsets)
         except Exception as e:  # progress reporting must not fail the query
-            log.warning("could not commit the stream's offsets to group %r: %s", group, e)
+            if isinstance(e, KafkaError) and e.code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID):
+                # a topic deleted since: the plan of the next micro-batch reports that, once
+                log.info("not committing the stream's offsets to group %r: %s", group, e)
+            else:
+                log.warning("could not commit the stream's offsets to group %r: %s", group, e)
             return
         self._progress = dict(offsets)
 
