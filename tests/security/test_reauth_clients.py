@@ -7,16 +7,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from tls_pki import Pki
 
 from groupstream.broker.node import Broker
 from groupstream.security.credentials import CredentialStore
 from groupstream.security.scram import ScramMechanism, make_credential
 from support.inprocess import running_broker
 from support.waiting import wait_until
-from tls_pki import Pki
 
 pytestmark = [pytest.mark.compat]
 
