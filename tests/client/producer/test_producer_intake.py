@@ -22,7 +22,9 @@ SIZE = 30
 
 
 class Rig:
-    def __init__(self, meta: MetadataCache, max_block_ms: int = 1_000) -> None:
+    def __init__(
+        self, meta: MetadataCache, max_block_ms: int = 1_000, partitioner: Partitioner | None = None
+    ) -> None:
         self.records: queue.SimpleQueue[PendingRecord] = queue.SimpleQueue()
         self.acc = accumulator(batch_size=10_000, linger_ms=10_000)
         self.memory = BufferMemory(10**6)
@@ -32,7 +34,7 @@ class Rig:
             self.records,
             self.acc,
             meta,
-            Partitioner("murmur2_random", lambda n: 0),
+            partitioner or Partitioner("murmur2_random", lambda n: 0),
             self.memory,
             max_block_ms=max_block_ms,
             on_failed=self.on_failed,
@@ -185,3 +187,15 @@ def test_closing_fails_waiting_and_queued_records() -> None:
     assert len(r.failed) == 2 and not r.intake.has_pending_work()
     assert r.acc.outstanding() == 0 and r.memory.used == 0
     assert isinstance(r.acc.refusal, RuntimeError)  # and produce refuses records from now on
+
+
+def test_a_custom_partitioner_that_raises_fails_its_record_not_the_thread() -> None:
+    def broken(topic: str, key: bytes | None, n: int) -> int:
+        raise ZeroDivisionError("the user's partitioner")
+
+    r = Rig(metadata({"t": [1, 1]}), partitioner=Partitioner(broken, lambda n: 0))
+    r.put("t", b"x")
+    r.put("t", b"y", partition=1)
+    r.intake.poll(0)
+    (_, err) = r.failed[0]
+    assert isinstance(err, ZeroDivisionError) and r.placed("t", 1) == [b"y"]

@@ -284,3 +284,25 @@ def test_answers_from_before_a_bump_do_not_bump_again(code: int) -> None:
     r.idem._set_producer(7, 1)  # the epoch moved on while this request was out
     reply(q, produce_response(q, {("t", 0): code}), 1)
     assert not r.idem.bump_required and r.done == []
+
+
+def test_each_batch_is_checksummed_once_on_its_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from groupstream.client.producer import batch as batch_module
+
+    sizes: list[int] = []
+    real = batch_module.patch_crc
+
+    def counting(buf: bytearray, pos: int, size: int) -> int:
+        sizes.append(size)
+        return real(buf, pos, size)
+
+    monkeypatch.setattr(batch_module, "patch_crc", counting)
+    for idempotent in (True, False):
+        sizes.clear()
+        r = rig({"t": [1, 1]}, idempotent=idempotent, batch_size=FULL)
+        if idempotent:
+            r.grant_producer_id(0)
+        for p in (0, 1, 1):
+            add(r.acc, "t", p, 0)
+        batches = [b for q in r.poll(0) for b in batches_in(q)]
+        assert len(batches) == 3 and len(sizes) == 3  # stamped and closed: one CRC each

@@ -9,11 +9,14 @@ from groupstream.client.producer.errors import (
     ProducerTimeoutError,
     SerializationError,
 )
+from groupstream.client.producer.future import BulkDelivery, DeliveryHandle
 from groupstream.client.producer.producer import Producer
 from groupstream.client.producer.record_metadata import RecordMetadata
 
 __all__ = [
     "BufferFullError",
+    "BulkDelivery",
+    "DeliveryHandle",
     "Producer",
     "ProducerClosedError",
     "ProducerTimeoutError",

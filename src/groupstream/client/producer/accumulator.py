@@ -290,8 +290,9 @@ class RecordAccumulator:
         max_request_size: int,
         may_send: Callable[[ProducerBatch], bool],
     ) -> dict[int, list[ProducerBatch]]:
-        """Take the batches for one request to each of ``nodes``. The batches leave their queues, closed into
-        their wire bytes; the caller sends them or puts them back with ``reenqueue``."""
+        """Take the batches for one request to each of ``nodes``. The batches leave their queues, sealed (no
+        append can reach them any more); the caller closes them into their wire bytes (stamping idempotent
+        ones first, so the CRC is computed once) and sends them, or puts them back with ``reenqueue``."""
         wanted = set(nodes)
         out: dict[int, list[ProducerBatch]] = {}
         with self.lock:
@@ -328,9 +329,6 @@ class RecordAccumulator:
                     self._drain_start[node] = start + 1
                 if taken:
                     out[node] = taken
-        for batches in out.values():  # sealed and out of every queue: no append can reach them any more
-            for b in batches:
-                b.close()
         return out
 
     def reenqueue(self, batch: ProducerBatch, now_ms: int, backoff_ms: int) -> None:

@@ -3,8 +3,8 @@
 A batch is open while application threads append records to ``buf`` (under the accumulator's lock; see
 ``encode``): ``buf`` is the batch's own wire format, header first, so nothing is copied or re-encoded later.
 It is *sealed* when it takes no more records (it is full, or drained into a request), and *closed* into its
-final bytes when first drained: the header's length, attributes and CRC are filled in (and the records
-compressed, if the producer compresses). With idempotence the producer id, epoch and base sequence are
+final bytes when it goes into its first request: the header's length, attributes and CRC are filled in (and
+the records compressed, if the producer compresses). With idempotence the producer id, epoch and base sequence are
 stamped at that point, because a sequence belongs to the first send and a retry resends the same bytes so the
 broker can recognise a duplicate; an epoch bump rewrites only those fields and the CRC.
 

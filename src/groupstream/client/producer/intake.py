@@ -167,7 +167,11 @@ class RecordIntake:
         if partition is None:
             if partitioner.custom is None and (key is None or not partitioner.use_keys):
                 sticky = True
-            partition = partitioner.partition(route, key)
+            try:
+                partition = partitioner.partition(route, key)
+            except Exception as e:  # a custom partitioner that raised fails its record, not this thread
+                self._fail(rec, e)
+                return
         if not 0 <= partition < route.count:
             self._fail(
                 rec,

@@ -301,9 +301,8 @@ class Producer:
         acc = self._acc
         topic = route.topic
         sticky = partition is None and self._custom is None and (key is None or not self._by_key)
-        if partition is None and not sticky:
-            with acc.lock:
-                partition = self._partitioner.partition(route, key)
+        if partition is None and not sticky:  # a key's partition, or a custom partitioner's: not under the lock
+            partition = self._partitioner.partition(route, key)
         if partition is not None and not 0 <= partition < route.count:
             err = KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -156,7 +156,8 @@ class Sender:
                 b.drain_order = self._send_order
                 self._send_order += 1
                 if idem is not None:
-                    idem.assign(b)
+                    idem.assign(b)  # closes the batch with its sequence in the header
+            b.close()
             b.attempts += 1
             b.in_flight = True
             tp = b.tp
