@@ -381,7 +381,7 @@ class ConsumerMembership:
             return member_id if owner is not None and owner == replaced_id else owner
 
         current = member.assignment
-        updated = reconcile(current, target_epoch, target, owned, owner_of)
+        updated = reconcile(current, target_epoch, target, owned, owner_of, epoch)
         if is_new or updated != current:
             records.append(current_assignment_record(group_id, updated))
         rebalance_key = consumer_rebalance_key(group_id, member_id)

@@ -9,7 +9,8 @@ The rules (the semantics of Kafka's CurrentAssignmentBuilder):
   new process, or a member rejoining at epoch 0, both owning nothing) has nothing to revoke: they are
   released at once and it moves on, as Kafka's ``ownsRevokedPartitions`` decides. Otherwise such a member
   would wait at epoch 0 (or -2) for a revocation it cannot report, since its next heartbeat at that epoch
-  would be a join (or a leave);
+  would be a join (or a leave). A heartbeat at the member's own epoch that does not yet report all that
+  epoch gave it is no such evidence: that member is still taking partitions on (`_still_acquiring`);
 - assign a partition only once its previous owner released it: a partition another member still holds (in
   its assignment or pending its revocation) waits (UNRELEASED_PARTITIONS); the member moves to the target
   epoch with what it can have now;
@@ -61,9 +62,11 @@ def reconcile(
     target: Set[Partition],
     owned: Set[Partition] | None,
     owner_of: Callable[[Partition], str | None],
+    reported_epoch: int | None = None,
 ) -> MemberAssignment:
     """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
-    pending revocation stays pending and any partition to revoke is taken to be still owned)."""
+    pending revocation stays pending and any partition to revoke is taken to be still owned);
+    ``reported_epoch`` is the epoch that heartbeat was sent at (see `_still_acquiring`)."""
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or owned & member.pending_revocation:
             return member  # still waiting for the member to give them up
@@ -71,7 +74,18 @@ def reconcile(
                                   member.assigned, frozenset())  # fmt: skip
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
         return member
-    return _next(member, target_epoch, frozenset(target), owned, owner_of)
+    return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch)
+
+
+def _still_acquiring(member: MemberAssignment, owned: Set[Partition], reported_epoch: int | None) -> bool:
+    """A heartbeat at the member's own epoch that does not yet report everything that epoch gave it comes
+    from a member still taking those partitions on: what it leaves out may be owned a moment later. Java's
+    consumer reconciles the partitions of topics whose names it already knows first and reports that subset
+    (often nothing) while it looks the others up; releasing the rest then gave them to another member while
+    the first one went on to take them (two owners for a few hundred milliseconds). Such a member revokes
+    them like any other, which costs one heartbeat when it really never owned them. A join (epoch 0) or a
+    static member's new process owns nothing for certain and is not held back."""
+    return reported_epoch is not None and 0 < reported_epoch == member.epoch and not member.assigned <= owned
 
 
 def _next(
@@ -80,10 +94,11 @@ def _next(
     target: frozenset[Partition],
     owned: Set[Partition] | None,
     owner_of: Callable[[Partition], str | None],
+    reported_epoch: int | None = None,
 ) -> MemberAssignment:
     keep = member.assigned & target
     revoke = member.assigned - target
-    if revoke and (owned is None or not revoke.isdisjoint(owned)):
+    if revoke and (owned is None or not revoke.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch)):
         return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,
                                 MemberState.UNREVOKED_PARTITIONS, keep, revoke)  # fmt: skip
     # Nothing to revoke, or nothing the member still owns: what goes away is released now.
