@@ -105,9 +105,10 @@ def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
         try:
             ctx.load_cert_chain(path, password=s.key_password or None)
         except ssl.SSLError as e:
+            detail = e.reason or (e.args[1] if len(e.args) > 1 else str(e))
             raise TlsConfigError(
-                f"ssl.keystore.location {path!r} (PEM) must hold the certificate chain and the private key, the key "
-                f"encrypted with ssl.key.password if it is encrypted: {e.reason or e}"
+                f"ssl.keystore.location {path!r} (PEM) cannot be loaded: it must hold the certificate chain and the "
+                f"private key, the key encrypted with ssl.key.password if it is encrypted (OpenSSL: {detail})"
             ) from None
         except OSError as e:
             raise TlsConfigError(f"ssl.keystore.location {path!r} cannot be read: {e.strerror or e}") from None
