@@ -3,9 +3,9 @@ accumulator's lock (the sticky partition lives in the topic's route, shared by e
 
 Keyed records go where Java's default partitioner puts them: ``toPositive(murmur2(key)) % partitions``, so
 keys land on the same partitions as with Java clients and librdkafka's ``murmur2_random``. Records without a
-key stick to one partition until it needs a new batch (its batch filled up, or went to the broker), then move
-to another partition that has a leader, picked at random (the sticky partitioner of KIP-480): batches fill up
-instead of a trickle of tiny batches to every partition. ``uniform_sticky`` applies the sticky rule to keyed
+key stick to one partition until its batch is full, then move to another partition that has a leader, picked
+at random (the sticky partitioner of KIP-480): batches fill up instead of a trickle of tiny batches to every
+partition. ``uniform_sticky`` applies the sticky rule to keyed
 records too (Java's ``partitioner.ignore.keys=true``); a callable decides by itself.
 """
 
@@ -39,7 +39,7 @@ class Partitioner:
         return route.sticky
 
     def next_sticky(self, route: TopicRoute) -> int:
-        """Move the sticky partition (its batch is full or gone): another partition with a leader, at random."""
+        """Move the sticky partition (its batch is full): another partition with a leader, at random."""
         current = route.sticky
         choices = [p for p in route.available if p < route.count] or list(range(route.count))
         if len(choices) > 1 and current in choices:

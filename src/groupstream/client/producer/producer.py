@@ -301,9 +301,11 @@ class Producer:
         acc = self._acc
         topic = route.topic
         sticky = partition is None and self._custom is None and (key is None or not self._by_key)
-        if partition is None and not sticky:  # a key's partition, or a custom partitioner's: not under the lock
-            partition = self._partitioner.partition(route, key)
-        if partition is not None and not 0 <= partition < route.count:
+        if partition is None and not sticky:
+            partition = self._partitioner.partition(route, key)  # a key's or a custom partitioner's: no lock
+        if partition is None:
+            partition = -1  # sticky: chosen under the lock
+        elif not 0 <= partition < route.count:
             err = KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {partition} of topic {topic!r} does not exist (it has {route.count})",
@@ -311,55 +313,76 @@ class Producer:
             )
             return self._refuse_record(topic, partition, timestamp, err, on_delivery)
         capacity = acc.capacity_for(size)
-        # outside the lock: this may wait for the network thread to free memory
-        self._memory.reserve(capacity, self.config.max_block_ms, self.__len__)
+        memory = self._memory
         append = self._append
-        wake = False
-        spare = capacity
         lock = acc.lock
-        lock.acquire()
+        reserved = 0  # buffer.memory taken for a new batch and not given to one yet
+        wake = False
         try:
-            if acc.refusal is not None:
-                raise self._refused()
-            index = -1
-            batch: ProducerBatch | None = None
-            # a new batch: the sticky partition moves (KIP-480), unless another thread just moved it
-            if sticky:
-                p = self._partitioner.sticky(route)
-                batch = route.open[p]
-                if batch is not None:
-                    index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
-                    if index < 0 and acc.grow(route, p, self._memory.try_reserve):
-                        index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
-                    if index < 0:
-                        wake = acc.seal_open(route, p)
-                    else:
-                        partition = p
-                if index < 0:
-                    partition = self._partitioner.next_sticky(route)
-            assert partition is not None
-            if index < 0:
-                batch = route.open[partition]
-                if batch is not None:
-                    index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
-                    if index < 0 and acc.grow(route, partition, self._memory.try_reserve):
-                        index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
-            if index < 0:
-                batch, opened_wake = acc.open_batch(route, partition, capacity, capacity, monotonic_ms())
-                wake = wake or opened_wake
-                spare = 0
-                index = append(batch.buf, timestamp, key, value, hdrs, capacity)
-            assert batch is not None
-            if on_delivery is not None:
-                batch.add_extra(index, timestamp, on_delivery, None)
-            handle = DeliveryHandle.make(batch.outcome, index, timestamp)
+            while True:
+                lock.acquire()
+                try:
+                    if acc.refusal is not None:
+                        raise self._refused()
+                    batch, index, partition, sealed = self._place(
+                        route, partition, sticky, timestamp, key, value, hdrs
+                    )
+                    wake = wake or sealed
+                    if index < 0 and (reserved or memory.try_reserve(capacity)):
+                        reserved = 0  # the new batch holds it from now on
+                        batch, opened = acc.open_batch(route, partition, capacity, capacity, monotonic_ms())
+                        wake = wake or opened
+                        index = append(batch.buf, timestamp, key, value, hdrs, capacity)
+                    if index >= 0:
+                        assert batch is not None
+                        if on_delivery is not None:
+                            batch.add_extra(index, timestamp, on_delivery, None)
+                        handle = DeliveryHandle.make(batch.outcome, index, timestamp)
+                        break
+                finally:
+                    lock.release()
+                # buffer.memory is full: wait for the network thread to free some, without the lock
+                memory.reserve(capacity, self.config.max_block_ms, self.__len__)
+                reserved = capacity
         finally:
-            lock.release()
-            if spare:
-                self._memory.release(spare)
+            if reserved:
+                memory.release(reserved)
         if wake:
             self._wakeup()
         return handle
+
+    def _place(
+        self,
+        route: TopicRoute,
+        partition: int,
+        sticky: bool,
+        timestamp: int,
+        key: Any,
+        value: Any,
+        hdrs: Headers | None,
+    ) -> tuple[ProducerBatch | None, int, int, bool]:
+        """Append to the partition's open batch, letting it grow if a batch ahead of it waits; for a record
+        without a key whose sticky partition's batch is full, seal that batch and move the sticky partition
+        (KIP-480). Returns the batch, the record's index (-1: it needs a new batch in the returned partition),
+        the partition, and whether a batch was sealed. The caller holds the lock."""
+        acc = self._acc
+        append = self._append
+        sealed = False
+        if sticky:
+            partition = self._partitioner.sticky(route)
+        batch = route.open[partition]
+        index = -1
+        if batch is not None:
+            index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
+            if index < 0 and acc.grow(route, partition, self._memory.try_reserve):
+                index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
+            if index < 0 and sticky:
+                sealed = acc.seal_open(route, partition)
+                partition = self._partitioner.next_sticky(route)
+                batch = route.open[partition]
+                if batch is not None:
+                    index = append(batch.buf, timestamp, key, value, hdrs, batch.capacity)
+        return batch, index, partition, sealed
 
     def _hand_over(
         self,
