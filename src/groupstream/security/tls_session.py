@@ -21,6 +21,7 @@ __all__ = ["TlsClosed", "TlsError", "TlsSession"]
 
 _READ = 256 * 1024
 _RECORD = 16 * 1024  # TLS's largest record: smaller parts are gathered up to this size before encryption
+_MAX_RECORD = _RECORD + 2048  # a record's plaintext and expansion, an upper bound
 
 
 class TlsError(Exception):
@@ -68,14 +69,19 @@ class TlsSession:
                 except ssl.SSLWantReadError:
                     return memoryview(b"")
                 self.established = True
-            # TLS records only add bytes: the plaintext of what is pending fits in as many bytes as it has
-            need = self._in.pending + 1
+            # TLS records only add bytes, but OpenSSL may already hold part of a record taken from the BIO earlier:
+            # what is pending plus one record is enough, and the buffer grows if it ever is not
+            need = self._in.pending + _MAX_RECORD
             if len(self._plain) < need:
                 self._plain = bytearray(max(need, _READ))
             view = memoryview(self._plain)
             size = len(view)
             pos = 0
             while True:
+                if pos == size:
+                    bigger = bytearray(2 * size)
+                    bigger[:pos] = view
+                    self._plain, view, size = bigger, memoryview(bigger), 2 * size
                 try:
                     n = cast(int, obj.read(size - pos, view[pos:]))  # with a buffer, read() returns a count
                 except ssl.SSLWantReadError:
