@@ -117,8 +117,8 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
         from groupstream import Consumer
         c = Consumer({{"bootstrap.servers": "{kip848_broker.bootstrap}", "group.id": "ctrl-c"}})
         c.subscribe(["{topic}"])
-        print("polling", flush=True)
-        try:
+        try:  # "polling" is printed inside the try: a Ctrl+C right after it must be caught too
+            print("polling", flush=True)
             c.poll(120)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
@@ -145,6 +145,7 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
 
 def _main_thread_sleeping(pid: int) -> bool:
     """Whether the process's main thread is in an interruptible wait (state S): after printing "polling" that is
-    the blocking poll."""
+    the blocking poll, or, rarely, a wait for the GIL between the print and the poll, which is why the child's
+    try begins before its print."""
     stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
     return stat[stat.rindex(")") + 2] == "S"
