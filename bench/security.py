@@ -4,8 +4,10 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
 ``groupstream users add``), certificates made on the spot (EC P-256, as tests/security/tls_pki.py makes them).
 
 - Throughput: confluent-kafka produces (acks=all, linger.ms=10, no compression, keyless) then fetches in assign
-  mode from offset 0, as bench/broker_throughput.py does, once per listener on fresh topics; the best of
-  ``--repeat`` runs; the ratio of TLS (SSL, and SASL_SSL with SCRAM-SHA-256) to PLAINTEXT.
+  mode from offset 0, as bench/broker_throughput.py does, on fresh topics, ``--repeat`` rounds in which the
+  listeners take turns; the median of the rounds and the best, and the ratio of the medians of TLS (SSL, and
+  SASL_SSL with SCRAM-SHA-256) to PLAINTEXT. Medians, because on a machine shared with other work a single lucky
+  or unlucky run moves a best-of ratio by half.
 - Connection set-up: a blocking client of our own codec opens a connection and is ready to send requests
   (TCP connect, TLS handshake where there is one, ApiVersions, SaslHandshake and the SCRAM exchange where there is
   one), ``--connections`` times per case; median and 95th percentile. The SCRAM client's PBKDF2 (4096 iterations)
@@ -18,6 +20,7 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -144,10 +147,13 @@ def fetch(conf: dict[str, Any], topic: str, case: Case, partitions: int) -> floa
 THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
 
 
-def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> dict[tuple[str, Case], tuple[float, float]]:  # fmt: skip
-    """Best (produce s, fetch s) per listener and case; listeners interleave within a repeat, so that a noisy
-    neighbour slows them alike."""
-    best: dict[tuple[str, Case], tuple[float, float]] = {}
+Runs = dict[tuple[str, Case], list[tuple[float, float]]]
+
+
+def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> Runs:
+    """(produce s, fetch s) of every run per listener and case; the listeners take turns within a round, so
+    that a noisy neighbour slows them alike."""
+    runs: Runs = {}
     for n, case in enumerate(cases):
         for r in range(repeat):
             for listener in THROUGHPUT_LISTENERS:
@@ -155,29 +161,36 @@ def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, rep
                 topic = f"sec-{n}-{listener.lower()}-{r}"
                 create_topic(conf, topic, partitions)
                 p, f = produce(conf, topic, case), fetch(conf, topic, case, partitions)
-                old = best.get((listener, case), (float("inf"), float("inf")))
-                best[(listener, case)] = (min(old[0], p), min(old[1], f))
+                runs.setdefault((listener, case), []).append((p, f))
                 print(f"  {case!s:<16} {listener:<10} run {r + 1}: produce {case.records / p:>10,.0f} rec/s   "
                       f"fetch {case.records / f:>10,.0f} rec/s", flush=True)  # fmt: skip
-    return best
+    return runs
 
 
-def throughput_table(best: dict[tuple[str, Case], tuple[float, float]], cases: list[Case], partitions: int) -> str:
+def throughput_table(runs: Runs, cases: list[Case], partitions: int) -> str:
     lines = [
-        f"| case ({partitions} partitions) | listener | produce rec/s | produce MB/s | fetch rec/s | fetch MB/s | "
-        "produce vs plaintext | fetch vs plaintext |",
+        f"| case ({partitions} partitions) | listener | produce rec/s median (best) | produce MB/s | "
+        "fetch rec/s median (best) | fetch MB/s | produce vs plaintext | fetch vs plaintext |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
-        base_p, base_f = best[("PLAINTEXT", case)]
         mb = case.records * case.value_size / 1e6
+
+        def med(listener: str, i: int, case: Case = case) -> float:
+            return statistics.median(run[i] for run in runs[(listener, case)])
+
+        def best(listener: str, i: int, case: Case = case) -> float:
+            return min(run[i] for run in runs[(listener, case)])
+
         for listener in THROUGHPUT_LISTENERS:
-            p, f = best[(listener, case)]
+            p, f = med(listener, 0), med(listener, 1)
             name = "SASL_SSL (SCRAM-SHA-256)" if listener == "SASL_SSL" else listener
-            ratio_p = "" if listener == "PLAINTEXT" else f"**{base_p / p:.2f}x**"
-            ratio_f = "" if listener == "PLAINTEXT" else f"**{base_f / f:.2f}x**"
-            lines.append(f"| {case} | {name} | {case.records / p:,.0f} | {mb / p:.1f} | {case.records / f:,.0f} | "
-                         f"{mb / f:.1f} | {ratio_p} | {ratio_f} |")  # fmt: skip
+            ratio_p = "" if listener == "PLAINTEXT" else f"**{med('PLAINTEXT', 0) / p:.2f}x**"
+            ratio_f = "" if listener == "PLAINTEXT" else f"**{med('PLAINTEXT', 1) / f:.2f}x**"
+            lines.append(
+                f"| {case} | {name} | {case.records / p:,.0f} ({case.records / best(listener, 0):,.0f}) | {mb / p:.1f} | "
+                f"{case.records / f:,.0f} ({case.records / best(listener, 1):,.0f}) | {mb / f:.1f} | {ratio_p} | {ratio_f} |"
+            )  # fmt: skip
     return "\n".join(lines)
 
 
@@ -214,10 +227,12 @@ def pbkdf2_ms() -> dict[str, float]:
 
     out = {}
     for m in ScramMechanism:
-        start = time.perf_counter()
-        for _ in range(20):
+        times = []
+        for _ in range(21):
+            start = time.perf_counter()
             salt_password(m, PASSWORD, b"s" * 32, 4096)
-        out[m.mechanism_name] = (time.perf_counter() - start) / 20 * 1000
+            times.append((time.perf_counter() - start) * 1000)
+        out[m.mechanism_name] = statistics.median(times)
     return out
 
 
@@ -243,7 +258,7 @@ def setup_table(times: dict[str, list[float]], pbkdf2: dict[str, float]) -> str:
         med = statistics.median(ms)
         lines.append(f"| {name} | {med:.2f} | {p95:.2f} | {med / base:.1f}x |")
     lines.append("")
-    lines.append("Of which the client's PBKDF2 (4096 iterations, hashlib): " +
+    lines.append("Of which the client's PBKDF2 (4096 iterations, hashlib, median): " +
                  ", ".join(f"{k} {v:.2f} ms" for k, v in pbkdf2.items()) + ".")  # fmt: skip
     return "\n".join(lines)
 
@@ -262,6 +277,7 @@ def main() -> int:
         counts = counts * len(sizes)
     cases = [Case(n, s) for n, s in zip(counts, sizes, strict=True)]
     env = f"{machine()}; {confluent_versions()}"
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"security bench: {env}")
     with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
         pki = make_pki(Path(tmp) / "pki")
@@ -275,8 +291,8 @@ def main() -> int:
             pbkdf2 = pbkdf2_ms()
             setup = setup_table(times, pbkdf2)
             print(setup, flush=True)
-            best = throughput(broker, pki, cases, args.partitions, args.repeat)
-    tput = throughput_table(best, cases, args.partitions)
+            runs = throughput(broker, pki, cases, args.partitions, args.repeat)
+    tput = throughput_table(runs, cases, args.partitions)
     print()
     print(tput)
     if args.write_results:
@@ -285,8 +301,10 @@ def main() -> int:
             "## Security: TLS and SCRAM (`bench/security.py`)\n\n"
             f"{env}. One broker with PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners (EC P-256 certificates; "
             "TLS 1.3, TLS_AES_256_GCM_SHA384 negotiated by librdkafka and Python alike). Throughput: confluent-kafka, "
-            "produce acks=all, linger.ms=10, no compression, keyless; fetch in assign mode from offset 0; best of "
-            f"{args.repeat} runs per listener, listeners interleaved. MB/s counts value bytes (10^6 B).\n\n"
+            "produce acks=all, linger.ms=10, no compression, keyless; fetch in assign mode from offset 0; "
+            f"{args.repeat} rounds in which the listeners take turns; medians of the rounds (best in brackets), ratios "
+            f"of the medians. MB/s counts value bytes (10^6 B), at the median. Load average at the start "
+            f"{load}: the two cores are shared with other work, which is why the figures are medians.\n\n"
             f"Command: `python bench/security.py --records {args.records} --value-size {args.value_size} "
             f"--partitions {args.partitions} --repeat {args.repeat} --connections {args.connections} "
             f"--write-results`\n\n{tput}\n\n"
