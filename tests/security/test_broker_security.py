@@ -208,6 +208,15 @@ def test_handshake_v0_then_bare_tokens(broker: Broker) -> None:
         assert c.metadata().brokers
 
 
+def test_handshake_v0_plain_is_answered_with_an_empty_token(broker: Broker) -> None:
+    """As Kafka's PLAIN does without SaslAuthenticate: the empty reply comes once the password is checked."""
+    with WireClient(port(broker, "SASL_PLAINTEXT")) as c:
+        c.request("SaslHandshake", 0, mechanism="PLAIN")
+        c.send_token(b"\0bob\0bob-pw")
+        assert c.receive_token() == b""
+        assert c.metadata().brokers
+
+
 def test_handshake_v0_with_a_wrong_password_just_closes(broker: Broker) -> None:
     with WireClient(port(broker, "SASL_PLAINTEXT")) as c:
         c.request("SaslHandshake", 0, mechanism="PLAIN")
