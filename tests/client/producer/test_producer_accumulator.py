@@ -157,10 +157,10 @@ def test_draining_an_open_batch_seals_it_and_the_next_record_opens_another() -> 
 
 def test_a_full_batch_grows_only_while_a_batch_ahead_of_it_waits() -> None:
     capacity = HEADER_SIZE + 2 * RECORD_SIZE
+    most = HEADER_SIZE + 20 * RECORD_SIZE
     acc = RecordAccumulator(
-        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000,
-        max_capacity=HEADER_SIZE + 10 * RECORD_SIZE,
-    )  # fmt: skip
+        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000, max_capacity=most
+    )
     taken: list[int] = []
 
     def take(n: int) -> bool:
@@ -175,17 +175,17 @@ def test_a_full_batch_grows_only_while_a_batch_ahead_of_it_waits() -> None:
     add(acc, "t", 0, 0)
     second = route.open[0]
     assert second is not None and second.record_count == 2
-    assert acc.grow(route, 0, take) and second.capacity == 2 * capacity  # batch.size more
+    assert acc.grow(route, 0, take) and second.capacity == 2 * capacity  # doubled
     assert route.limits[0] == second.capacity and second.memory == taken[0] == capacity
     for _ in range(4):
         add(acc, "t", 0, 0)
     assert second.record_count == 6 and route.open[0] is second  # it took the records instead of a new batch
-    assert acc.grow(route, 0, take) and second.capacity == HEADER_SIZE + 10 * RECORD_SIZE  # up to the maximum
-    assert not acc.grow(route, 0, take) and taken == [capacity, HEADER_SIZE + 10 * RECORD_SIZE - 2 * capacity]
+    assert acc.grow(route, 0, take) and second.capacity == 4 * capacity  # doubled again
+    assert acc.grow(route, 0, take) and second.capacity == most  # up to the maximum
+    assert not acc.grow(route, 0, take) and taken == [capacity, 2 * capacity, most - 4 * capacity]
     other = RecordAccumulator(
-        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000,
-        max_capacity=HEADER_SIZE + 10 * RECORD_SIZE,
-    )  # fmt: skip
+        batch_size=capacity, linger_ms=10_000, compression=0, delivery_timeout_ms=10_000, max_capacity=most
+    )
     for _ in range(3):
         add(other, "t", 0, 0)  # a second batch behind the first
     assert not other.grow(other.routes["t"], 0, lambda n: False)  # buffer.memory has no room: no growth

@@ -157,17 +157,17 @@ class RecordAccumulator:
         return batch, wake
 
     def grow(self, route: TopicRoute, partition: int, take: Callable[[int], bool]) -> bool:
-        """Let the partition's full open batch take ``capacity`` more bytes, up to ``max_capacity``, when a batch
-        ahead of it in its queue has not been sent yet (the sender is behind: a bigger batch costs no latency
-        and saves a request). ``take(n)`` reserves the bytes in ``buffer.memory`` without waiting; returns
-        whether the batch grew."""
+        """Let the partition's full open batch double (by ``capacity`` at least), up to ``max_capacity``, when a
+        batch ahead of it in its queue has not been sent yet (the sender is behind: a bigger batch costs no
+        latency and saves a request). ``take(n)`` reserves the bytes in ``buffer.memory`` without waiting;
+        returns whether the batch grew."""
         batch = route.open[partition]
         if batch is None or batch.capacity >= self.max_capacity:
             return False
         dq = self._queues.get((route.topic, partition))
         if dq is None or dq[0] is batch:
             return False
-        extra = min(max(self.capacity, 1), self.max_capacity - batch.capacity)
+        extra = min(max(self.capacity, batch.capacity, 1), self.max_capacity - batch.capacity)
         if not take(extra):
             return False
         batch.capacity += extra
