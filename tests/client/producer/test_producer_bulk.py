@@ -299,3 +299,22 @@ def test_the_one_call_path_takes_str_and_buffers_and_refuses_other_types(
     assert [(k, v) for _p, k, v, _h in read] == [
         (None, b"first"), ("ключ".encode(), b"str"), (None, b"bytearray"), (None, b"view")
     ]  # fmt: skip
+
+
+def test_a_bulk_call_opens_batches_sized_for_its_rows(
+    groupstream_broker: BrokerProcess, producers: list[Producer]
+) -> None:
+    topic = unique("sized")
+    create_topic(groupstream_broker.bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": groupstream_broker.bootstrap, "batch.size": 4_096,
+                  "batch.max.size": 200_000, "linger.ms": 60_000})  # fmt: skip
+    producers.append(p)
+    warm_up = p.produce_batch(topic, [(None, b"warm-up")], partition=0)  # the topic gets a route
+    assert p.flush(30) == 0 and warm_up.result(0) == 1
+    rows = 20_000  # 100-byte values: about 2.3 MB, so 12 batches of 200 KB rather than about 560 of 4 KB
+    table = pa.table({"value": pa.array([b"%099d" % i for i in range(rows)], pa.binary())})
+    bulk = p.produce_arrow(table, topic=topic, partition=1)
+    assert len(bulk._outcomes) <= 14
+    assert p.flush(30) == 0 and bulk.result(0) == rows
+    read = read_all(groupstream_broker.bootstrap, topic, rows + 1, partitions=2)
+    assert [int(v or b"") for part, _k, v, _h in read if part == 1] == list(range(rows))

@@ -48,6 +48,7 @@ from groupstream.client.producer.partitioner import Partitioner
 from groupstream.client.producer.record_metadata import RecordMetadata
 from groupstream.client.producer.sender import Sender, SenderConfig
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.records.batch_header import HEADER_SIZE
 
 log = logging.getLogger("groupstream.client.producer")
 
@@ -57,6 +58,9 @@ _Delivery = tuple[DeliveryCallback, BaseException | None, RecordMetadata]
 
 _time_ns = time.time_ns
 _BULK_CHUNK = 4096  # rows per call of the encoder in the bulk paths: the lock is let go in between
+_ROW_OVERHEAD = (
+    12  # a small record's bytes beyond its key and value, about (sizing batches in the bulk paths)
+)
 
 
 class _Flush(ApplicationEvent):
@@ -487,7 +491,12 @@ class Producer:
         def keyless(i: int) -> bool:
             return partitions is None and (rows[i][0] is None or not self._by_key)
 
-        self._bulk(route, start, len(rows), run, keyless, outcomes)
+        step = max(1, len(rows) // 64)
+        sample = rows[start::step]
+        row_bytes = _ROW_OVERHEAD + sum(len(r[0] or b"") + len(r[1] or b"") for r in sample) // max(
+            1, len(sample)
+        )
+        self._bulk(route, start, len(rows), run, keyless, outcomes, row_bytes)
         return BulkDelivery(len(rows), outcomes)
 
     def produce_arrow(
@@ -610,7 +619,8 @@ class Producer:
                 return False
             return keys is None or not keys[i].is_valid or not self._by_key
 
-        self._bulk(route, start, n, run, keyless, outcomes)
+        data = sum(pc.sum(pc.binary_length(c)).as_py() or 0 for c in (keys, values) if c is not None)
+        self._bulk(route, start, n, run, keyless, outcomes, _ROW_OVERHEAD + data // n)
         return BulkDelivery(n, outcomes)
 
     def _bulk_row(self, topic: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -666,9 +676,15 @@ class Producer:
         run: Callable[[int, int, TopicRoute, bytearray], tuple[int, int]],
         keyless: Callable[[int], bool],
         outcomes: list[BatchOutcome],
+        row_bytes: int,
     ) -> None:
         """Append rows ``start..end-1`` with ``run`` (one call of the encoder for many rows), opening batches as
         partitions fill up, and collect the outcomes of the batches the rows went into.
+
+        The rows are all here already, so a batch opened for them is sized for the rows left that will go to it
+        (``row_bytes`` each, estimated; all of them for records without a key or with one partition, their
+        share of the partitions otherwise), between ``batch.size`` and ``batch.max.size``: what a batch would
+        grow to anyway while the sender works through the backlog, without the steps.
 
         A batch is opened only when the row that needs it is appended in the same hold of the lock (the network
         thread never sees an empty batch); the lock is let go between chunks of rows, and to wait for
@@ -677,7 +693,6 @@ class Producer:
         lock = acc.lock
         memory = self._memory
         partitioner = self._partitioner
-        capacity = acc.capacity
         touched = bytearray(route.count)
         seen: set[int] = set()
         spare = 0
@@ -706,10 +721,13 @@ class Producer:
                             p = touched.find(1, p + 1)
                         if full < 0 or acc.grow(route, full, memory.try_reserve):
                             continue  # the chunk is done, or the full batch took more room
-                        if full == route.sticky and route.open[full] is not None and keyless(i):
+                        alone = keyless(i)
+                        if full == route.sticky and route.open[full] is not None and alone:
                             wake = acc.seal_open(route, full) or wake  # the sticky partition moves (KIP-480)
                             partitioner.next_sticky(route)
                             continue
+                        left = (end - i) * row_bytes // (1 if alone else route.count)
+                        capacity = max(acc.capacity, min(acc.max_capacity, HEADER_SIZE + left))
                         if spare < capacity:
                             if not memory.try_reserve(capacity - spare):
                                 need = capacity - spare  # wait for it without the lock
