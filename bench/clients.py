@@ -1,13 +1,32 @@
-"""Client throughput in one run, same broker, same data: consume with our ``poll``, our Arrow batches
-(``poll_arrow``), confluent-kafka, aiokafka and kafka-python; produce with ours, confluent-kafka and aiokafka.
+"""Client throughput in one run, same broker, same data, two ways: every client with its own defaults, and every
+client with matched settings. Consumers: our ``poll`` and ``poll_arrow``, confluent-kafka, aiokafka,
+kafka-python. Producers: our ``produce`` (and, where the producer has them, ``produce_batch`` and
+``produce_arrow``), confluent-kafka, aiokafka, kafka-python.
 
-Consumers read a whole topic in assign mode from offset 0 (``max.poll.records`` or the client's equivalent set
-to 10,000 for all), timed from the first poll to the last record; every record must arrive. Producers are the
-ones of ``bench/producer.py`` (acks=all, idempotence on, linger 5 ms). Each data set is one topic of
-``--partitions`` partitions filled once, then read by every consumer; the fastest of ``--repeat`` runs counts.
+Why two tables: one setting can cripple a peer (librdkafka batches up to 1 MB by default, Java and we 16 KB;
+aiokafka defaults to acks=1 and no linger), so a single "same settings" table is not a fair comparison, and
+defaults alone hide what a setting is worth.
 
-    .venv/bin/python bench/clients.py [--records 1000000] [--large-records 10000] [--partitions 4] [--repeat 2]
-        [--write-results]
+Consumers read a whole topic in assign mode from offset 0, timed from the first poll to the last record; every
+record's value is touched (its length summed, from a Python object per record or, for Arrow, from the value
+column's offsets) and the sum must equal the bytes produced. Defaults: each client's idiomatic call with its
+default batch (our ``poll``/``poll_arrow`` with ``max.poll.records``, confluent's ``poll`` of one message,
+aiokafka's ``getmany``, kafka-python's ``poll``). Matched: 10,000 records per call for all.
+
+Producers send ``--records`` keyed records (1,024 distinct keys, one random value of the data set's size) to a
+fresh topic of ``--partitions`` partitions, fire and forget, timed from the first produce call to the end of the
+flush that waits for the last acknowledgement; afterwards the topic's end offsets must add up to the records
+sent. Each client is connected (one record produced and acknowledged) before the clock starts, after an
+``os.sync()``: our broker fsyncs before it acknowledges acks=all, and the page cache left dirty by the client
+before would otherwise slow the next one's fsyncs. Defaults: only
+``bootstrap.servers``. Matched: acks=all, idempotence on, linger 5 ms, batch size ``--batch-size`` (librdkafka's
+default, 1 MB, unless given), no compression. ``produce_arrow`` gets a ``pyarrow.Table`` of the same keys and
+values, built before the clock starts (the caller already holds the data, as Spark does).
+
+Ratios are taken within one run; the fastest of ``--repeat`` runs counts.
+
+    .venv/bin/python bench/clients.py [--records 1000000] [--large-records 10000] [--partitions 6] [--repeat 2]
+        [--batch-size 1048576] [--only consume|produce] [--write-results]
 """
 
 from __future__ import annotations
@@ -19,7 +38,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -29,106 +50,332 @@ import producer as producer_bench  # noqa: E402
 from results import machine, write_section  # noqa: E402
 from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
 
-MAX_RECORDS = 10_000
+MATCHED_POLL_RECORDS = 10_000
+LINGER_MS = 5
+KEYS = [b"key-%04d" % i for i in range(1024)]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One data set and one of the two setting regimes."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    n: int
+    size: int
+    matched: bool
+    batch_size: int
+
+
+# --- consumers ---------------------------------------------------------------------------------------------------
 
 
 def fill(bootstrap: str, topic: str, partitions: int, n: int, value: bytes) -> None:
-    from groupstream.client.admin import Admin
-    from groupstream.client.lite import produce
+    from groupstream.client.producer import Producer
 
     producer_bench.create_topic(bootstrap, topic, partitions)
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        step = 50_000
-        for start in range(0, n, step):
-            count = min(step, n - start)
-            for p in range(partitions):
-                share = count // partitions + (1 if p < count % partitions else 0)
-                produce(admin.connection, topic, [value] * share, partition=p)
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20}) as p:
+        for i in range(n):
+            p.produce(topic, value, KEYS[i & 1023])
+        left = p.flush(300)
+    if left:
+        raise RuntimeError(f"fill: {left} records not delivered")
 
 
-def consume_groupstream(bootstrap: str, topic: str, partitions: int, n: int, arrow: bool = False) -> float:
+def _check_bytes(name: str, c: Case, got: int, touched: int) -> None:
+    if got != c.n or touched != c.n * c.size:
+        raise RuntimeError(f"{name}: {got} records, {touched} value bytes; expected {c.n} and {c.n * c.size}")
+
+
+def consume_groupstream(c: Case, arrow: bool = False) -> float:
     from groupstream import Consumer
 
-    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
-                   "max.poll.records": MAX_RECORDS}) as c:  # fmt: skip
-        c.assign([(topic, p) for p in range(partitions)])
-        got = 0
+    config: dict[str, Any] = {"bootstrap.servers": c.bootstrap, "auto.offset.reset": "earliest"}
+    if c.matched:
+        config["max.poll.records"] = MATCHED_POLL_RECORDS
+    if arrow:  # imported before the clock starts, as the other clients' modules are
+        import pyarrow.compute as pc
+
+        import groupstream.client.consumer.arrow  # noqa: F401
+    with Consumer(config) as consumer:
+        consumer.assign([(c.topic, p) for p in range(c.partitions)])
+        got = touched = 0
         start = time.perf_counter()
         if arrow:
-            while got < n:
-                got += c.poll_arrow(5.0).num_rows
+            while got < c.n:
+                batch = consumer.poll_arrow(5.0)
+                got += batch.num_rows
+                if batch.num_rows:
+                    touched += pc.sum(pc.binary_length(batch.column("value"))).as_py()
         else:
-            while got < n:
-                got += len(c.poll(5.0))
-        return time.perf_counter() - start
+            while got < c.n:
+                for r in consumer.poll(5.0):
+                    touched += len(r.value)
+                    got += 1
+        elapsed = time.perf_counter() - start
+    _check_bytes("groupstream", c, got, touched)
+    return elapsed
 
 
-def consume_groupstream_arrow(bootstrap: str, topic: str, partitions: int, n: int) -> float:
-    return consume_groupstream(bootstrap, topic, partitions, n, arrow=True)
+def consume_groupstream_arrow(c: Case) -> float:
+    return consume_groupstream(c, arrow=True)
 
 
-def consume_confluent(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def consume_confluent(c: Case) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})  # fmt: skip
     try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got = 0
+        consumer.assign([TopicPartition(c.topic, p, 0) for p in range(c.partitions)])
+        got = touched = 0
         start = time.perf_counter()
-        while got < n:
-            for m in c.consume(num_messages=MAX_RECORDS, timeout=5.0):
-                if m.error() is None:
+        if c.matched:
+            while got < c.n:
+                # no more than are left: consume() waits out its timeout for the number asked
+                for m in consumer.consume(num_messages=min(MATCHED_POLL_RECORDS, c.n - got), timeout=5.0):
+                    if m.error() is None:
+                        touched += len(m.value())
+                        got += 1
+        else:
+            while got < c.n:
+                m = consumer.poll(5.0)
+                if m is not None and m.error() is None:
+                    touched += len(m.value())
                     got += 1
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
     finally:
-        c.close()
+        consumer.close()
+    _check_bytes("confluent", c, got, touched)
+    return elapsed
 
 
-def consume_kafka_python(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def consume_kafka_python(c: Case) -> float:
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=c.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     try:
-        c.assign([TopicPartition(topic, p) for p in range(partitions)])
-        got = 0
+        consumer.assign([TopicPartition(c.topic, p) for p in range(c.partitions)])
+        got = touched = 0
+        max_records = MATCHED_POLL_RECORDS if c.matched else None
         start = time.perf_counter()
-        while got < n:
-            for records in c.poll(timeout_ms=5000, max_records=MAX_RECORDS).values():
-                got += len(records)
-        return time.perf_counter() - start
+        while got < c.n:
+            for records in consumer.poll(timeout_ms=5000, max_records=max_records).values():
+                for r in records:
+                    touched += len(r.value)
+                    got += 1
+        elapsed = time.perf_counter() - start
     finally:
-        c.close()
+        consumer.close()
+    _check_bytes("kafka-python", c, got, touched)
+    return elapsed
 
 
-def consume_aiokafka(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+def consume_aiokafka(c: Case) -> float:
     async def run() -> float:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        await c.start()
+        consumer = AIOKafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")  # fmt: skip
+        await consumer.start()
         try:
-            c.assign([TopicPartition(topic, p) for p in range(partitions)])
-            got = 0
+            consumer.assign([TopicPartition(c.topic, p) for p in range(c.partitions)])
+            got = touched = 0
+            max_records = MATCHED_POLL_RECORDS if c.matched else None
             start = time.perf_counter()
-            while got < n:
-                for records in (await c.getmany(timeout_ms=5000, max_records=MAX_RECORDS)).values():
-                    got += len(records)
-            return time.perf_counter() - start
+            while got < c.n:
+                for records in (await consumer.getmany(timeout_ms=5000, max_records=max_records)).values():
+                    for r in records:
+                        touched += len(r.value)
+                        got += 1
+            elapsed = time.perf_counter() - start
         finally:
-            await c.stop()
+            await consumer.stop()
+        _check_bytes("aiokafka", c, got, touched)
+        return elapsed
 
     return asyncio.run(run())
 
 
-CONSUMERS: dict[str, Callable[[str, str, int, int], float]] = {
+CONSUMERS: dict[str, Callable[[Case], float]] = {
     "groupstream poll": consume_groupstream,
     "groupstream poll_arrow": consume_groupstream_arrow,
     "confluent": consume_confluent,
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
 }
-PRODUCERS = ("groupstream", "confluent", "aiokafka")
+
+
+# --- producers ---------------------------------------------------------------------------------------------------
+
+
+def end_offsets_total(bootstrap: str, topic: str, partitions: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        )
+    finally:
+        consumer.close()
+
+
+def _groupstream_producer(c: Case) -> Any:
+    from groupstream.client.producer import Producer
+
+    config: dict[str, Any] = {"bootstrap.servers": c.bootstrap}
+    if c.matched:
+        config.update({"acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
+                       "batch.size": c.batch_size, "compression.type": "none"})  # fmt: skip
+    producer = Producer(config)
+    producer.produce(c.topic, b"warm-up", KEYS[0]).result(30)  # connected, metadata, producer id
+    return producer
+
+
+def produce_groupstream(c: Case, value: bytes, _table: Any) -> float:
+    with _groupstream_producer(c) as producer:
+        produce = producer.produce
+        topic = c.topic
+        keys = KEYS
+        start = time.perf_counter()
+        for i in range(c.n):
+            produce(topic, value, keys[i & 1023])
+        left = producer.flush(300)
+        elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"groupstream: {left} records not delivered")
+    return elapsed
+
+
+def produce_groupstream_batch(c: Case, value: bytes, _table: Any) -> float:
+    with _groupstream_producer(c) as producer:
+        keys = KEYS
+        records = [(keys[i & 1023], value) for i in range(c.n)]  # the caller's records, already in hand
+        start = time.perf_counter()
+        producer.produce_batch(c.topic, records)
+        left = producer.flush(300)
+        elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"groupstream produce_batch: {left} records not delivered")
+    return elapsed
+
+
+def produce_groupstream_arrow(c: Case, _value: bytes, table: Any) -> float:
+    with _groupstream_producer(c) as producer:
+        start = time.perf_counter()
+        producer.produce_arrow(table, topic=c.topic)
+        left = producer.flush(300)
+        elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"groupstream produce_arrow: {left} records not delivered")
+    return elapsed
+
+
+def produce_confluent(c: Case, value: bytes, _table: Any) -> float:
+    from confluent_kafka import Producer
+
+    config: dict[str, Any] = {"bootstrap.servers": c.bootstrap}
+    if c.matched:
+        config.update({"acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
+                       "batch.size": c.batch_size, "compression.type": "none"})  # fmt: skip
+    producer = Producer(config)
+    producer.produce(c.topic, b"warm-up", KEYS[0])
+    if producer.flush(30):
+        raise RuntimeError("confluent: the warm-up record was not delivered")
+    produce = producer.produce
+    topic = c.topic
+    keys = KEYS
+    start = time.perf_counter()
+    for i in range(c.n):
+        while True:
+            try:
+                produce(topic, value, keys[i & 1023])
+                break
+            except BufferError:  # its queue (100k records by default) is full: serve reports, try again
+                producer.poll(0.01)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"confluent: {left} records not delivered")
+    return elapsed
+
+
+def produce_aiokafka(c: Case, value: bytes, _table: Any) -> float:
+    from aiokafka import AIOKafkaProducer
+
+    async def go() -> float:
+        kwargs: dict[str, Any] = {"bootstrap_servers": c.bootstrap}
+        if c.matched:
+            kwargs.update(acks="all", enable_idempotence=True, linger_ms=LINGER_MS, max_batch_size=c.batch_size,
+                          compression_type=None)  # fmt: skip
+        producer = AIOKafkaProducer(**kwargs)
+        await producer.start()
+        try:
+            await producer.send_and_wait(c.topic, b"warm-up", KEYS[0])
+            send = producer.send
+            topic = c.topic
+            keys = KEYS
+            start = time.perf_counter()
+            for i in range(c.n):
+                await send(topic, value, keys[i & 1023])
+            await producer.flush()
+            return time.perf_counter() - start
+        finally:
+            await producer.stop()
+
+    return asyncio.run(go())
+
+
+def produce_kafka_python(c: Case, value: bytes, _table: Any) -> float:
+    from kafka import KafkaProducer
+
+    kwargs: dict[str, Any] = {"bootstrap_servers": c.bootstrap}
+    if c.matched:
+        kwargs.update(acks="all", enable_idempotence=True, linger_ms=LINGER_MS, batch_size=c.batch_size,
+                      compression_type=None)  # fmt: skip
+    producer = KafkaProducer(**kwargs)
+    try:
+        producer.send(c.topic, b"warm-up", KEYS[0]).get(30)
+        send = producer.send
+        topic = c.topic
+        keys = KEYS
+        start = time.perf_counter()
+        for i in range(c.n):
+            send(topic, value, keys[i & 1023])
+        producer.flush(300)
+        return time.perf_counter() - start
+    finally:
+        producer.close()
+
+
+def producers() -> dict[str, Callable[[Case, bytes, Any], float]]:
+    from groupstream.client.producer import Producer
+
+    out: dict[str, Callable[[Case, bytes, Any], float]] = {"groupstream produce": produce_groupstream}
+    if hasattr(Producer, "produce_batch"):
+        out["groupstream produce_batch"] = produce_groupstream_batch
+    if hasattr(Producer, "produce_arrow"):
+        out["groupstream produce_arrow"] = produce_groupstream_arrow
+    out.update(confluent=produce_confluent, aiokafka=produce_aiokafka)
+    out["kafka-python"] = produce_kafka_python
+    return out
+
+
+def arrow_table(n: int, value: bytes) -> Any:
+    import pyarrow as pa
+
+    keys = pa.array([KEYS[i & 1023] for i in range(n)], pa.binary())
+    values = pa.array([value] * n, pa.binary())
+    return pa.table({"key": keys, "value": values})
+
+
+# --- tables ------------------------------------------------------------------------------------------------------
 
 
 def table(title: str, best: dict[str, float], n: int, size: int, ours: str) -> str:
@@ -141,47 +388,78 @@ def table(title: str, best: dict[str, float], n: int, size: int, ours: str) -> s
     return "\n".join(lines)
 
 
+def regime(matched: bool, batch_size: int) -> str:
+    if not matched:
+        return "own defaults"
+    return f"matched: acks=all, idempotent, linger {LINGER_MS} ms, batch {batch_size:,} B"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--large-records", type=int, default=10_000)
-    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=1 << 20, help="batch size of the matched producers")
+    ap.add_argument("--only", choices=("consume", "produce"), help="run one half only")
+    ap.add_argument("--clients", help="comma-separated subset of the client names in the tables")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
     env = f"{machine()}; {producer_bench.versions()}"
     print(env, flush=True)
+    wanted = None if args.clients is None else {s.strip() for s in args.clients.split(",")}
     sections = []
     with tempfile.TemporaryDirectory(prefix="bench-clients-") as tmp, \
             BrokerProcess(BrokerKind.GROUPSTREAM, Path(tmp), start_timeout=60) as broker:  # fmt: skip
         bs = broker.bootstrap
         for n, size in ((args.records, 100), (args.large_records, 10_240)):
             value = os.urandom(size)
-            topic = f"bench-consume-{size}"
-            fill(bs, topic, args.partitions, n, value)
-            best: dict[str, float] = {}
-            for r in range(args.repeat):
-                for name, fn in CONSUMERS.items():
-                    seconds = fn(bs, topic, args.partitions, n)
-                    best[name] = min(best.get(name, seconds), seconds)
-                    print(f"  consume {size} B run {r + 1}: {name:<24} {n / seconds:>12,.0f} records/s", flush=True)
-            sections.append(table("consume", best, n, size, "groupstream poll"))
-            pbest: dict[str, float] = {}
-            for r in range(args.repeat):
-                for name in PRODUCERS:
-                    topic = f"bench-produce-{size}-{name}-{r}"
-                    producer_bench.create_topic(bs, topic, args.partitions)
-                    seconds = producer_bench.CLIENTS[name](bs, topic, n, value)
-                    pbest[name] = min(pbest.get(name, seconds), seconds)
-                    print(f"  produce {size} B run {r + 1}: {name:<13} {n / seconds:>12,.0f} records/s", flush=True)
-            sections.append(table("produce", pbest, n, size, "groupstream"))
+            if args.only != "produce":
+                topic = f"bench-consume-{size}"
+                fill(bs, topic, args.partitions, n, value)
+                for matched in (False, True):
+                    best: dict[str, float] = {}
+                    for r in range(args.repeat):
+                        for name, fn in CONSUMERS.items():
+                            if wanted is not None and name not in wanted:
+                                continue
+                            seconds = fn(Case(bs, topic, args.partitions, n, size, matched, args.batch_size))
+                            best[name] = min(best.get(name, seconds), seconds)
+                            print(f"  consume {size} B {'matched' if matched else 'defaults'} run {r + 1}: "
+                                  f"{name:<26} {n / seconds:>12,.0f} records/s", flush=True)  # fmt: skip
+                    sections.append(table(f"consume, {regime(matched, 0).split(':')[0]}", best, n, size,
+                                          "groupstream poll"))  # fmt: skip
+            if args.only != "consume":
+                table_arrow = arrow_table(n, value)
+                for matched in (False, True):
+                    pbest: dict[str, float] = {}
+                    for r in range(args.repeat):
+                        for name, pfn in producers().items():
+                            if wanted is not None and name not in wanted:
+                                continue
+                            topic = (
+                                f"bench-produce-{size}-{'m' if matched else 'd'}-{name.replace(' ', '-')}-{r}"
+                            )
+                            producer_bench.create_topic(bs, topic, args.partitions)
+                            os.sync()  # the broker fsyncs acks=all writes: no client pays for an earlier one's
+                            case = Case(bs, topic, args.partitions, n, size, matched, args.batch_size)
+                            seconds = pfn(case, value, table_arrow)
+                            landed = end_offsets_total(bs, topic, args.partitions) - 1  # less the warm-up
+                            if landed != n:
+                                raise RuntimeError(f"{name}: {landed} records in the topic, {n} produced")
+                            pbest[name] = min(pbest.get(name, seconds), seconds)
+                            print(f"  produce {size} B {'matched' if matched else 'defaults'} run {r + 1}: "
+                                  f"{name:<26} {n / seconds:>12,.0f} records/s", flush=True)  # fmt: skip
+                    sections.append(table(f"produce, {regime(matched, args.batch_size)}", pbest, n, size,
+                                          "groupstream produce"))  # fmt: skip
     text = "\n\n".join(sections)
     print(text)
     if args.write_results:
         cmd = " ".join(["python", "bench/clients.py", *sys.argv[1:]])
-        write_section("clients", f"## Client throughput (`bench/clients.py`)\n\n{env}. One broker (ours), one run; "
-                                 f"consumers in assign mode from offset 0, {MAX_RECORDS:,} records per poll; producers "
-                                 f"acks=all, idempotent, linger 5 ms.\n\nCommand: `{cmd}`\n\n{text}")  # fmt: skip
+        write_section("clients", f"## Client throughput (`bench/clients.py`)\n\n{env}. One broker (ours), one "
+                                 f"run, {args.partitions} partitions; fastest of {args.repeat}. Consumers in assign "
+                                 f"mode from offset 0, touching every value. Producers: keyed records, fire and "
+                                 f"forget, timed to the end of flush.\n\nCommand: `{cmd}`\n\n{text}")  # fmt: skip
     return 0
 
 
