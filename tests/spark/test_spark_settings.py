@@ -96,10 +96,11 @@ sql.shuffle.partitions = 3
 
 
 def test_a_data_source_spark_cannot_find_names_the_python_it_runs(broker: BrokerProcess, tmp_path: Path) -> None:
-    base = Path(sys.base_prefix) / "bin" / "python3"
-    probe = subprocess.run([str(base), "-c", "import groupstream"], capture_output=True, check=False)
-    if probe.returncode == 0:
-        pytest.skip(f"{base} has groupstream installed: no Python without it to point Spark at")
+    # A fresh virtual environment of the base interpreter, without its site-packages: a Python that certainly
+    # lacks groupstream, as an executor's would when the package was installed on the driver only.
+    subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv", "--without-pip",
+                    str(tmp_path / "bare")], check=True)  # fmt: skip
+    base = tmp_path / "bare" / "bin" / "python3"
     (tmp_path / "transform.py").write_text(TRANSFORM)
     (tmp_path / "p.toml").write_text(PIPELINE.format(topic="t", group="g"))
     env = dict(os.environ, PYSPARK_PYTHON=str(base), SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")

@@ -198,7 +198,8 @@ def test_a_batch_that_does_not_decode_ends_the_drain_and_is_raised_next(decoder:
 
 
 def test_drain_into_a_column_builder_matches_the_records(decoder: str) -> None:
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa  # a dependency of the [spark] extra, which `make test` installs: never skipped
+
     from groupstream.client.consumer.arrow import ColumnBuilder, records_to_arrow
 
     batches = [batch(0, 5), batch(5, 3, headers=True), batch(8, 6), batch(14, 4)]
