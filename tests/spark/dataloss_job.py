@@ -13,10 +13,11 @@ read's error or the lenient read's rows (``WORKDIR/lenient/batch.parquet``) are 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +84,19 @@ def stream(spark: Any, bootstrap: str, topic: str, work: Path) -> int:
             .start()
         )
     say(event="started")
+    stop = _command_on_stdin("stop")
     reported: set[str] = set()
-    while not (work / "stop").exists():
+    while len(reported) < len(queries) and not stop.is_set():
+        # returns as soon as a query terminates (raising its error, reported below), else after 1 s to look at stdin
+        with contextlib.suppress(Exception):
+            spark.streams.awaitAnyTermination(1.0)
+        spark.streams.resetTerminated()
         for name, query in queries.items():
             if name not in reported and not query.isActive:
                 reported.add(name)
                 error = query.exception()
                 say(event="terminated", query=name, error=None if error is None else str(error))
-        time.sleep(0.2)  # the poll interval of a loop that watches for the stop file
+    stop.wait()
     for query in queries.values():
         if query.isActive:
             query.stop()
@@ -103,8 +109,7 @@ def batch(spark: Any, bootstrap: str, topic: str, work: Path) -> int:
     lenient = reader(spark, bootstrap, topic, False, streaming=False)
     planned = {"strict": strict.rdd, "lenient": lenient.rdd}  # Spark asks the source for its tasks here
     say(event="planned")
-    while not (work / "go").exists():
-        time.sleep(0.2)  # the poll interval of a loop that waits for the test's go-ahead
+    _command_on_stdin("go").wait()
     try:
         planned["strict"].count()
         say(event="read", query="strict")
@@ -120,6 +125,20 @@ def batch(spark: Any, bootstrap: str, topic: str, work: Path) -> int:
     write_arrow(table, work / "lenient", "batch.parquet")
     say(event="read", query="lenient", rows=len(rows))
     return 0
+
+
+def _command_on_stdin(word: str) -> threading.Event:
+    """An event set once the test writes ``word`` on this process's stdin (or closes it)."""
+    said = threading.Event()
+
+    def read() -> None:
+        for line in sys.stdin:
+            if line.strip() == word:
+                break
+        said.set()
+
+    threading.Thread(target=read, name=f"stdin-{word}", daemon=True).start()
+    return said
 
 
 def main(argv: list[str]) -> int:

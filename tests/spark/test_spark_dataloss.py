@@ -42,7 +42,14 @@ class Driver:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen([sys.executable, str(JOB), mode, bootstrap, topic, str(work)], stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+                                         stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env,
+                                         start_new_session=True)  # fmt: skip
+
+    def tell(self, word: str) -> None:
+        """The job waits for ``go`` (batch) or ``stop`` (stream) on its stdin."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{word}\n".encode())
+        self.proc.stdin.flush()
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -127,7 +134,7 @@ def test_a_stream_across_a_recreated_topic_fails_or_warns_once_and_reads_the_new
         wait_until(lambda: driver.alive() and len(values(tmp_path / "lenient")) >= OLD + NEW, 120,
                    "the lenient query to read the new topic", interval_s=0.5,
                    explain=lambda: f"{len(values(tmp_path / 'lenient'))} rows\n{driver.text()[-4000:]}")  # fmt: skip
-        (tmp_path / "stop").touch()
+        driver.tell("stop")
         assert driver.proc.wait(120) == 0, driver.text()[-4000:]
     finally:
         driver.close()
@@ -157,7 +164,7 @@ def test_a_batch_read_planned_before_a_topic_is_recreated_fails_or_reads_the_new
                    interval_s=0.5, explain=lambda: driver.text()[-4000:])  # fmt: skip
         ends = recreate(bs, topic)
         new = produce_values(bs, topic, "new", NEW)
-        (tmp_path / "go").touch()
+        driver.tell("go")
         assert driver.proc.wait(240) == 0, driver.text()[-4000:]
     finally:
         driver.close()
