@@ -23,6 +23,7 @@ from support.compat import (
     scenarios,
     unique_topic,
 )
+from support.waiting import async_wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
@@ -32,12 +33,12 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     try:
         await admin.start()
         await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-        async with asyncio.timeout(30):
-            while True:
-                described = await admin.describe_topics([topic])
-                if described and described[0]["error_code"] == 0 and len(described[0]["partitions"]) == partitions:
-                    return
-                await asyncio.sleep(0.05)  # poll interval; the loop is bounded by the timeout above
+
+        async def visible() -> bool:
+            described = await admin.describe_topics([topic])
+            return bool(described) and described[0]["error_code"] == 0 and len(described[0]["partitions"]) == partitions
+
+        await async_wait_until(visible, 30, f"{topic} with {partitions} partitions to be described")
     finally:
         await admin.close()
 

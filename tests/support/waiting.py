@@ -3,8 +3,9 @@ happened. A fixed sleep standing in for a condition is what this replaces."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition",
@@ -17,3 +18,13 @@ def wait_until(condition: Callable[[], object], timeout_s: float = 20.0, what: s
             detail = f"\n{explain()}" if explain is not None else ""
             raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
         time.sleep(interval_s)  # the poll interval, bounded by the deadline
+
+
+async def async_wait_until(condition: Callable[[], Awaitable[object]], timeout_s: float = 20.0,
+                           what: str = "condition", interval_s: float = 0.05) -> None:  # fmt: skip
+    """``wait_until`` for a condition that must be awaited (an asyncio client's request)."""
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        await asyncio.sleep(interval_s)  # the poll interval, bounded by the deadline

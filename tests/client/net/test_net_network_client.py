@@ -21,6 +21,7 @@ from groupstream.client.net.requests import ClientResponse, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 API_VERSIONS = by_name("ApiVersions")
 METADATA = by_name("Metadata")
@@ -160,10 +161,7 @@ def test_wakeup_interrupts_a_poll_without_deadline(closing: list[NetworkClient])
 
     t = threading.Thread(target=run)
     t.start()
-    deadline = time.monotonic() + 5
-    while not client.sleeping:  # the poll announced it is blocking
-        assert time.monotonic() < deadline
-        time.sleep(0.001)  # spin interval while waiting for the other thread to block, bounded above
+    wait_until(lambda: client.sleeping, 5, "the poll to announce it is blocking", interval_s=0.001)
     assert not returned.is_set()
     client.wakeup()
     assert returned.wait(5)

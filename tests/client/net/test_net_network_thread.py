@@ -25,6 +25,7 @@ from groupstream.client.net.network_thread import (
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.messages import by_name
 from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 METADATA = by_name("Metadata")
 
@@ -92,10 +93,7 @@ def test_events_are_processed_on_the_network_thread(idle_thread: NetworkThread) 
 
 
 def test_a_new_event_wakes_a_loop_that_would_otherwise_sleep(idle_thread: NetworkThread) -> None:
-    deadline = time.monotonic() + 5
-    while not idle_thread.client.sleeping:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)  # spin interval while the loop settles into its wait, bounded above
+    wait_until(lambda: idle_thread.client.sleeping, 5, "the loop to settle into its wait", interval_s=0.001)
     started = time.monotonic()
     idle_thread.submit(Echo(1)).result(5)
     assert (
