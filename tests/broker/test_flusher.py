@@ -59,16 +59,19 @@ def test_already_flushed_offset_completes_at_once():
 
 
 class FailingLog(FakeLog):
-    """Raises the given errors from its first flushes, then flushes normally."""
+    """Raises the given errors from its first flushes, then flushes normally; ``flushed`` is set by a flush that
+    succeeded."""
 
     def __init__(self, errors):
         super().__init__()
         self.errors = list(errors)
+        self.flushed = threading.Event()
 
     def flush(self):
         if self.errors:
             raise self.errors.pop(0)
         super().flush()
+        self.flushed.set()
 
 
 def test_a_failed_flush_fails_only_its_own_waiters_and_a_passing_failure_is_retried():
@@ -85,11 +88,11 @@ def test_a_failed_flush_fails_only_its_own_waiters_and_a_passing_failure_is_retr
         await asyncio.wait_for(asyncio.wait([bad_wait, good_wait]), 5)
         assert good_wait.result() is None  # one partition's failure holds back nobody else's acks
         assert isinstance(bad_wait.exception(), LogWriteError)
+        assert f.retrying() == {bad}
         # the failed log is flushed again after the retry delay, without a new append asking for it
-        deadline = asyncio.get_running_loop().time() + 5
-        while bad.flushed_offset != 10:
-            assert asyncio.get_running_loop().time() < deadline, "the failed log was never flushed again"
-            await asyncio.sleep(0.05)  # poll interval of the deadline loop above
+        loop = asyncio.get_running_loop()
+        assert await asyncio.wait_for(loop.run_in_executor(None, bad.flushed.wait, 5), 6)
+        assert bad.flushed_offset == 10 and f.retrying() == frozenset()
         await f.close()
 
     asyncio.run(scenario())
@@ -106,9 +109,8 @@ def test_an_offline_log_is_not_retried():
         first = f.wait_flushed(dead, 10)
         await asyncio.wait_for(asyncio.wait([first]), 5)
         assert isinstance(first.exception(), LogOfflineError)
-        # Something that must not happen: watch for longer than the retry delay (1 s) of a passing failure.
-        await asyncio.sleep(1.5)
-        assert len(dead.errors) == 2, "an offline log was flushed again"
+        assert f.retrying() == frozenset(), "an offline log was scheduled to be flushed again"
         await f.close()
+        assert len(dead.errors) == 2  # flushed once, and not again by close
 
     asyncio.run(scenario())

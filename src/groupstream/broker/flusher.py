@@ -64,6 +64,10 @@ class Flusher:
         self._kick()
         return fut
 
+    def retrying(self) -> frozenset[Any]:
+        """The logs whose flush failed for a passing reason and will be tried again (for tests and tools)."""
+        return frozenset(self._retry)
+
     def forget(self, plog: Any) -> None:
         """A deleted partition: nothing more to flush, and nobody should wait on it."""
         self._dirty_now.discard(plog)
