@@ -607,27 +607,36 @@ class ApacheKafkaCluster:
         return self
 
     def wait_ready(self, nodes: Iterable[KafkaNode], timeout: float | None = None) -> None:
-        """Until every running node's Metadata lists every running node (each registered and unfenced)."""
-        deadline = time.monotonic() + (timeout or self.start_timeout)
+        """Until every running node's Metadata lists every running node (each registered and unfenced);
+        KafkaSetupError at once when one of ``nodes`` exits, or after the timeout."""
+        # imported here, as support.brokers is: `python tests/support/apache_kafka.py fetch` runs without them
+        from support.waiting import wait_until
+
         expected_new = list(nodes)
-        while True:
+        seen: dict[int, list[int] | None] = {}  # what each node's Metadata listed last
+
+        def all_listed() -> bool:
             for n in expected_new:
                 n.check_alive()
             running = self.running_nodes()
             want = {n.node_id for n in running}
-            answers = [n.probe() for n in running]
-            if all(a is not None and set(a.brokers) == want and a.controller in want for a in answers):
-                return
-            if time.monotonic() > deadline:
-                seen = {
-                    n.node_id: (sorted(a.brokers) if a else None)
-                    for n, a in zip(running, answers, strict=True)
-                }
-                raise KafkaSetupError(
-                    f"Kafka nodes {sorted(want)} not all listed within {timeout or self.start_timeout}s "
-                    f"(each node's Metadata lists {seen})\n" + "\n".join(n.log_tail(40) for n in expected_new)
-                )
-            time.sleep(0.1)  # poll interval of the readiness loop, bounded by the deadline
+            answers = {n.node_id: n.probe() for n in running}
+            seen.clear()
+            seen.update({i: sorted(a.brokers) if a else None for i, a in answers.items()})
+            return all(
+                a is not None and set(a.brokers) == want and a.controller in want for a in answers.values()
+            )
+
+        wait_until(
+            all_listed,
+            timeout or self.start_timeout,
+            f"every running Kafka node to list nodes {sorted(n.node_id for n in self.running_nodes())}",
+            interval_s=0.1,
+            explain=lambda: (
+                f"each node's Metadata lists {seen}\n" + "\n".join(n.log_tail(40) for n in expected_new)
+            ),
+            error=KafkaSetupError,
+        )
 
     def stop(self) -> None:
         """Clean shutdown of every node, all at once (each moves its leaderships away while others remain)."""

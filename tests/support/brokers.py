@@ -19,13 +19,14 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from support.waiting import wait_until
 
 HOST = "127.0.0.1"
 
@@ -204,8 +205,10 @@ class BrokerProcess:
         return self
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while True:
+        """Until the port answers ApiVersions; BrokerStartError at once when the broker exits, or after
+        ``start_timeout`` (the broker is killed then)."""
+
+        def answers() -> bool:
             proc = self._proc
             if proc is None:
                 raise RuntimeError("not started")
@@ -216,15 +219,20 @@ class BrokerProcess:
                     f"{self.kind} broker exited with code {code} before answering ApiVersions on port "
                     f"{self.port}\n{self.log_tail()}"
                 )
-            if api_versions_probe(HOST, self.port):
-                return
-            if time.monotonic() > deadline:
-                self.kill9()
-                raise BrokerStartError(
-                    f"{self.kind} broker did not answer ApiVersions on port {self.port} within "
-                    f"{self.start_timeout}s\n{self.log_tail()}"
-                )
-            time.sleep(0.05)  # poll interval of the readiness loop above, not a stand-in for readiness
+            return api_versions_probe(HOST, self.port)
+
+        try:
+            wait_until(
+                answers,
+                self.start_timeout,
+                f"{self.kind} broker to answer ApiVersions on port {self.port}",
+                interval_s=0.05,
+                explain=self.log_tail,
+                error=BrokerStartError,
+            )
+        except BrokerStartError:
+            self.kill9()  # a no-op when it exited by itself
+            raise
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after ``stop_timeout``; returns the exit code (None when not running)."""

@@ -9,14 +9,18 @@ from collections.abc import Awaitable, Callable
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition",
-               interval_s: float = 0.01, explain: Callable[[], str] | None = None) -> None:  # fmt: skip
-    """Return once ``condition()`` is truthy; AssertionError naming ``what`` after ``timeout_s`` (followed by
-    ``explain()``, e.g. the logs of the processes involved)."""
+               interval_s: float = 0.01, explain: Callable[[], str] | None = None,
+               error: Callable[[str], BaseException] = AssertionError) -> None:  # fmt: skip
+    """Return once ``condition()`` is truthy; after ``timeout_s``, raise ``error`` (an AssertionError unless a
+    fixture names its own) naming ``what``, followed by ``explain()`` (e.g. the logs of the processes involved).
+
+    A condition that can tell it will never hold (the process it waits for has exited) raises instead of
+    returning False: that ends the wait at once, with its own message."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             detail = f"\n{explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
+            raise error(f"timed out after {timeout_s:g}s waiting for {what}{detail}")
         time.sleep(interval_s)  # the poll interval, bounded by the deadline
 
 
