@@ -61,12 +61,7 @@ def _fill_until_refused(tracker: TrackingProducer, topic: str, disk: SmallDisk) 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         for key, value in records_for(f"fill{sent:06d}", 200, pad=RECORD):
-            while True:
-                try:
-                    tracker.producer.produce(topic, key=key, value=value, on_delivery=tracker._on_delivery)
-                    break
-                except BufferError:
-                    tracker.producer.poll(0.05)
+            tracker.produce(topic, key, value)
         sent += 200
         last, quiet_since = len(tracker.acked), time.monotonic()
         while len(tracker.acked) < sent:

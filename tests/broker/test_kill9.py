@@ -76,14 +76,18 @@ class TrackingProducer:
         else:
             self.acked.append(Acked(*position(msg), msg.key(), msg.value()))
 
+    def produce(self, topic: str, key: bytes, value: bytes) -> None:
+        """One record, waiting (and serving delivery callbacks) while librdkafka's queue is full."""
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
     def produce_all(self, topic: str, records: list[tuple[bytes, bytes]], flush_timeout: float = 180) -> None:
         for i, (key, value) in enumerate(records):
-            while True:
-                try:
-                    self.producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
+            self.produce(topic, key, value)
             if i % 500 == 0:
                 self.producer.poll(0)
         left = self.producer.flush(flush_timeout)
