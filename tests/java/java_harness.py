@@ -37,7 +37,8 @@ from typing import Any
 
 from group_harness import Member, Members
 
-from support.apache_kafka import JVM_OPTIONS, cache_root, classpath, jars_dir, java_binary
+from support.kafka_config import JVM_OPTIONS
+from support.kafka_jars import cache_root, classpath, jars_dir, java_binary
 
 SOURCE = Path(__file__).resolve().with_name("GroupstreamHarness.java")
 MAIN = "GroupstreamHarness"

@@ -4,367 +4,51 @@ Why: users who outgrow our embedded broker move to Apache Kafka, so our client m
 the reference broker, including what one node never shows (partition leaders and group coordinators on
 different nodes, leader failover, replication factor 3).
 
-The jars (``org.apache.kafka:kafka_2.13`` and ``kafka-tools`` at the version in ``tests/apache/pom.xml``, with
-their runtime dependencies) are copied by Maven into a cache outside the work tree:
-``~/.cache/groupstream/apache-kafka-<version>-<pom hash>/`` (``$GROUPSTREAM_CACHE`` moves it; Maven's own cache
-is ``~/.m2``). ``make kafka-jars`` runs ``python tests/support/apache_kafka.py fetch``; a fetch that is already
-complete returns at once. ``$GROUPSTREAM_KAFKA_LIBS`` points at a directory of jars of one's own instead.
-
-Each node is combined controller+broker on two loopback ports, with its own data directory formatted by
-``kafka-storage format`` (``kafka.tools.StorageTool``) and its own log file; it runs as
-``java -cp <jars> kafka.Kafka server.properties``. Readiness is a real API probe built by hand (so it does
-not depend on the client under test): every node's Metadata answer lists every running node. ``kill9``,
-``restart`` and a clean ``stop`` act only on the processes this object started.
+- ``support.kafka_jars``: the jars (``make kafka-jars`` runs ``python tests/support/apache_kafka.py fetch``)
+  and a Java 17+;
+- ``support.kafka_config``: each node's settings, ``server.properties``, JVM command and storage format;
+- ``support.kafka_probes``: the Metadata and FindCoordinator requests built by hand;
+- here: the node processes and the cluster. Readiness is a real API probe (so it does not depend on the
+  client under test): every node's Metadata answer lists every running node. ``kill9``, ``restart`` and a
+  clean ``stop`` act only on the processes this object started.
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
 import concurrent.futures
-import hashlib
-import os
-import re
-import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-HOST = "127.0.0.1"
+if __name__ == "__main__":  # `make kafka-jars`: import the `support` package as pytest does
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from support.brokers import HOST, free_port
+from support.kafka_config import (
+    CLUSTER_SETTINGS,
+    LOG4J2_PROPERTIES,
+    SINGLE_NODE_SETTINGS,
+    jvm_command,
+    new_cluster_id,
+    node_properties,
+    storage_format_command,
+    write_properties,
+)
+from support.kafka_jars import KafkaSetupError, classpath, fetch_jars, kafka_version, main
+from support.kafka_probes import MetadataAnswer, PartitionState, find_group_coordinator, metadata
+from support.waiting import wait_until
+
+# What tests import from here (the rest is imported from the modules above).
+__all__ = ["ApacheKafkaCluster", "ExternalKafkaCluster", "KafkaNode", "KafkaSetupError", "fetch_jars"]
+
 _T = TypeVar("_T")
-POM = Path(__file__).resolve().parent.parent / "apache" / "pom.xml"
-JAVA_CANDIDATES = (
-    "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
-    "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java",
-)
-MIN_JAVA = 17  # Kafka 4.x brokers and tools need Java 17
-
-# What every node of a test cluster is given (on top of its node id, ports, quorum and data directory).
-# The replication settings are the production shape a user moves to; the timeouts are shortened so a test sees
-# a killed node fenced (and its partitions led elsewhere) in seconds rather than Kafka's 9 s default, and
-# `consumer` groups heartbeat every 500 ms with 6 s sessions, as our broker's tests run them. Thread counts
-# and the JVM flags below keep three JVMs modest on a 2-core machine shared with other tests.
-CLUSTER_SETTINGS: dict[str, str] = {
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "offsets.topic.replication.factor": "3",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "share.coordinator.state.topic.replication.factor": "3",
-    "share.coordinator.state.topic.min.isr": "2",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.consumer.min.session.timeout.ms": "6000",
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "4000",
-    "broker.heartbeat.interval.ms": "500",
-    "num.network.threads": "2",
-    "num.io.threads": "2",
-    "num.recovery.threads.per.data.dir": "1",
-    "background.threads": "2",
-    "group.coordinator.threads": "1",
-    "log.cleaner.dedupe.buffer.size": "8388608",
-}
-# A single node: the same, with replication factor 1 (there is nobody to replicate to).
-SINGLE_NODE_SETTINGS: dict[str, str] = {
-    **CLUSTER_SETTINGS,
-    "default.replication.factor": "1",
-    "min.insync.replicas": "1",
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "share.coordinator.state.topic.replication.factor": "1",
-    "share.coordinator.state.topic.min.isr": "1",
-}
-JVM_OPTIONS = (
-    "-Xms128m",
-    "-Xmx512m",
-    "-XX:+UseSerialGC",  # one GC thread: small heaps, and the cores are shared
-    "-XX:TieredStopAtLevel=1",  # C1 only: 3 nodes start and stop in ~8 s of CPU instead of ~13 s (measured)
-    "-Djava.awt.headless=true",
-)
-
-# Log4j 2 configuration of every node: INFO to stdout (the node's log file), without the config dumps.
-LOG4J2_PROPERTIES = """\
-status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d{HH:mm:ss,SSS}] %p %m (%c{1})%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = out
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
-logger.appinfo.level = WARN
-logger.state.name = state.change.logger
-logger.state.level = WARN
-logger.log.name = kafka.log
-logger.log.level = WARN
-logger.storage.name = org.apache.kafka.storage.internals
-logger.storage.level = WARN
-"""
-
-
-class KafkaSetupError(RuntimeError):
-    """Apache Kafka cannot be run here (no jars, no Java 17+, a node that would not start)."""
-
-
-# -- the jars ----------------------------------------------------------------------------------------------
-
-
-def kafka_version(pom: Path = POM) -> str:
-    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom.read_text())
-    if m is None:
-        raise KafkaSetupError(f"no <kafka.version> in {pom}")
-    return m.group(1)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("GROUPSTREAM_CACHE") or Path.home() / ".cache" / "groupstream")
-
-
-def jars_dir(pom: Path = POM) -> Path:
-    """Where the jars of this pom live: named by version and by the pom's hash, so an edited pom fetches
-    into a new directory instead of mixing two dependency sets."""
-    own = os.environ.get("GROUPSTREAM_KAFKA_LIBS")
-    if own:
-        return Path(own)
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    return cache_root() / f"apache-kafka-{kafka_version(pom)}-{digest}"
-
-
-def _complete_marker(libs: Path) -> Path:
-    return libs / ".complete"
-
-
-def jars_ready(pom: Path = POM) -> bool:
-    libs = jars_dir(pom)
-    if os.environ.get("GROUPSTREAM_KAFKA_LIBS"):
-        return any(libs.glob("kafka_2.13-*.jar"))
-    return _complete_marker(libs).is_file()
-
-
-def fetch_jars(pom: Path = POM, *, quiet: bool = True) -> Path:
-    """Copy the pom's runtime dependencies from Maven into ``jars_dir()``; at once when already there.
-
-    Maven resolves through ``~/.m2`` (so a second copy directory costs no download); the copy goes into a
-    temporary directory renamed into place, so an interrupted fetch never leaves a half-filled cache that
-    looks complete.
-    """
-    libs = jars_dir(pom)
-    if jars_ready(pom):
-        return libs
-    if os.environ.get("GROUPSTREAM_KAFKA_LIBS"):
-        raise KafkaSetupError(f"GROUPSTREAM_KAFKA_LIBS={libs} holds no kafka_2.13 jar")
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise KafkaSetupError("Maven (mvn) is not installed: `apt-get install maven`, then `make kafka-jars`")
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    staging = libs.with_name(libs.name + f".partial-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    cmd = [
-        mvn,
-        "-B",
-        *(["-q"] if quiet else []),
-        "-f",
-        str(pom),
-        "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
-        shutil.rmtree(staging, ignore_errors=True)
-        raise KafkaSetupError(
-            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
-        )
-    names = sorted(p.name for p in staging.glob("*.jar"))
-    _complete_marker(staging).write_text("\n".join(names) + "\n")
-    shutil.rmtree(libs, ignore_errors=True)
-    try:
-        staging.rename(libs)
-    except OSError:
-        if not jars_ready(pom):  # not another process's fetch finishing first: a real failure
-            raise
-        shutil.rmtree(staging, ignore_errors=True)
-    return libs
-
-
-def classpath(pom: Path = POM) -> str:
-    libs = jars_dir(pom)
-    if not jars_ready(pom):
-        raise KafkaSetupError(
-            f"the Apache Kafka jars are not in {libs}: run `make kafka-jars` (or "
-            f"`python tests/support/apache_kafka.py fetch`), or set GROUPSTREAM_KAFKA_LIBS to a directory of jars"
-        )
-    return str(libs / "*")
-
-
-@cache
-def java_binary() -> str:
-    """A Java 17+ ``java``: ``$GROUPSTREAM_JAVA``, ``$JAVA_HOME``, the machine's JDK 17, then PATH."""
-    candidates: list[str] = []
-    if os.environ.get("GROUPSTREAM_JAVA"):
-        candidates.append(os.environ["GROUPSTREAM_JAVA"])
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-    candidates += JAVA_CANDIDATES
-    on_path = shutil.which("java")
-    if on_path:
-        candidates.append(on_path)
-    seen: list[str] = []
-    for java in candidates:
-        if not Path(java).is_file():
-            continue
-        version = _java_feature_version(java)
-        seen.append(f"{java}: {version}")
-        if version is not None and version >= MIN_JAVA:
-            return java
-    raise KafkaSetupError(f"no Java {MIN_JAVA}+ found for Apache Kafka (tried {seen or candidates})")
-
-
-def _java_feature_version(java: str) -> int | None:
-    try:
-        out = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        ).stderr
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
-    if m is None:
-        return None
-    major = int(m.group(1))
-    return int(m.group(2) or 0) if major == 1 else major
-
-
-def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (what ``random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-# -- hand-built probes: Metadata v1 and FindCoordinator v1 ------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    partition: int
-    error: int
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataAnswer:
-    brokers: dict[int, tuple[str, int]]
-    controller: int
-    topics: dict[str, tuple[int, list[PartitionState]]]  # name -> (error code, partitions)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str) -> tuple[int, ...]:
-        values = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return values
-
-    def i8(self) -> int:
-        return self.take(">b")[0]
-
-    def i16(self) -> int:
-        return self.take(">h")[0]
-
-    def i32(self) -> int:
-        return self.take(">i")[0]
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n < 0:
-            return None
-        s = self.data[self.pos : self.pos + n].decode()
-        self.pos += n
-        return s
-
-    def int_array(self) -> tuple[int, ...]:
-        return tuple(self.i32() for _ in range(self.i32()))
-
-
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _call(host: str, port: int, api_key: int, version: int, body: bytes, timeout: float) -> _Reader:
-    corr = 0x4B41
-    header = struct.pack(">hhi", api_key, version, corr) + _string("groupstream-kafka-probe")
-    frame = header + body
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        if size < 4 or size > 64 << 20:
-            raise ConnectionError(f"implausible response size {size}")
-        reader = _Reader(_recv_exact(s, size))
-    if reader.i32() != corr:
-        raise ConnectionError("correlation id mismatch")
-    return reader
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed before the whole response arrived")
-        buf += chunk
-    return bytes(buf)
-
-
-def metadata(host: str, port: int, topics: Sequence[str] = (), timeout: float = 5.0) -> MetadataAnswer:
-    """Metadata v1 for ``topics`` (none: only brokers and controller). Raises OSError when unreachable."""
-    body = struct.pack(">i", len(topics)) + b"".join(_string(t) for t in topics)
-    r = _call(host, port, 3, 1, body, timeout)
-    brokers: dict[int, tuple[str, int]] = {}
-    for _ in range(r.i32()):
-        node, h, p = r.i32(), r.string(), r.i32()
-        r.string()  # rack
-        brokers[node] = (h or "", p)
-    controller = r.i32()
-    out: dict[str, tuple[int, list[PartitionState]]] = {}
-    for _ in range(r.i32()):
-        err, name = r.i16(), r.string()
-        r.i8()  # is_internal
-        parts = []
-        for _ in range(r.i32()):
-            perr, pid, leader = r.i16(), r.i32(), r.i32()
-            parts.append(PartitionState(pid, perr, leader, r.int_array(), r.int_array()))
-        out[name or ""] = (err, sorted(parts, key=lambda ps: ps.partition))
-    return MetadataAnswer(brokers, controller, out)
-
-
-def find_group_coordinator(host: str, port: int, group: str, timeout: float = 5.0) -> tuple[int, int]:
-    """FindCoordinator v1 for a group: (error code, coordinator node id)."""
-    r = _call(host, port, 10, 1, _string(group) + struct.pack(">b", 0), timeout)
-    r.i32()  # throttle
-    err = r.i16()
-    r.string()  # error message
-    return err, r.i32()
-
-
-# -- one node ----------------------------------------------------------------------------------------------
 
 
 class KafkaNode:
@@ -390,6 +74,7 @@ class KafkaNode:
         self.stop_timeout = stop_timeout
         self.data_dir = workdir / "data"
         self.properties_path = workdir / "server.properties"
+        self.log4j2 = workdir.parent / "log4j2.properties"  # the cluster's, one for all of its nodes
         self.log_path = workdir / f"kafka-{node_id}-{port}.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -411,45 +96,21 @@ class KafkaNode:
         return self._proc is not None and self._proc.poll() is None
 
     def properties(self) -> dict[str, str]:
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data_dir),
-        }
-        props.update(self.settings)
-        return props
-
-    def write_properties(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        lines = [f"{k}={v}" for k, v in sorted(self.properties().items())]
-        self.properties_path.write_text("\n".join(lines) + "\n")
-
-    def _java(self, main: str, *args: str) -> list[str]:
-        log4j = self.workdir.parent / "log4j2.properties"
-        return [
-            java_binary(),
-            *JVM_OPTIONS,
-            f"-Dlog4j2.configurationFile={log4j}",
-            "-cp",
-            classpath(),
-            main,
-            *args,
-        ]
+        return node_properties(
+            self.node_id,
+            port=self.port,
+            controller_port=self.controller_port,
+            voters=self.voters,
+            data_dir=self.data_dir,
+            settings=self.settings,
+        )
 
     def format_command(self, cluster_id: str) -> list[str]:
-        return self._java(
-            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_path)
-        )
+        return storage_format_command(self.properties_path, cluster_id, self.log4j2)
 
     def format(self, cluster_id: str) -> None:
         """``kafka-storage format`` of this node's data directory (static quorum: the voters are configured)."""
-        self.write_properties()
+        write_properties(self.properties_path, self.properties())
         cmd = self.format_command(cluster_id)
         with open(self.log_path, "ab") as log:
             log.write(f"=== format: {' '.join(cmd)}\n".encode())
@@ -465,7 +126,7 @@ class KafkaNode:
         """Start the JVM without waiting for it (the cluster waits for all of its nodes at once)."""
         if self.running:
             raise RuntimeError(f"Kafka node {self.node_id} already running (pid {self.pid})")
-        cmd = self._java("kafka.Kafka", str(self.properties_path))
+        cmd = jvm_command("kafka.Kafka", str(self.properties_path), log4j2=self.log4j2)
         self.starts += 1
         with open(self.log_path, "ab") as log:
             log.write(f"=== start {self.starts}: {' '.join(cmd)}\n".encode())
@@ -550,8 +211,6 @@ class ApacheKafkaCluster:
         settings: Mapping[str, str] | None = None,
         start_timeout: float = 120.0,
     ) -> None:
-        from support.brokers import free_port
-
         self.workdir = Path(workdir)
         self.size = size
         base = CLUSTER_SETTINGS if size >= 3 else SINGLE_NODE_SETTINGS
@@ -609,9 +268,6 @@ class ApacheKafkaCluster:
     def wait_ready(self, nodes: Iterable[KafkaNode], timeout: float | None = None) -> None:
         """Until every running node's Metadata lists every running node (each registered and unfenced);
         KafkaSetupError at once when one of ``nodes`` exits, or after the timeout."""
-        # imported here, as support.brokers is: `python tests/support/apache_kafka.py fetch` runs without them
-        from support.waiting import wait_until
-
         expected_new = list(nodes)
         seen: dict[int, list[int] | None] = {}  # what each node's Metadata listed last
 
@@ -735,29 +391,5 @@ class ExternalKafkaCluster:
         return "external"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("fetch", help="copy the Apache Kafka jars into the cache (at once when already there)")
-    sub.add_parser("where", help="print the jar directory")
-    args = parser.parse_args(argv)
-    if args.cmd == "where":
-        print(jars_dir())
-        return 0
-    t0 = time.monotonic()
-    cached = jars_ready()
-    try:
-        libs = fetch_jars()
-        java_binary()
-    except KafkaSetupError as e:
-        print(e, file=sys.stderr)
-        return 1
-    how = "already cached" if cached else "fetched"
-    print(f"Apache Kafka {kafka_version()}: {len(list(libs.glob('*.jar')))} jars in {libs} ({how}, "
-          f"{time.monotonic() - t0:.1f} s)")  # fmt: skip
-    return 0
-
-
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `support.brokers`, as under pytest
     raise SystemExit(main())
