@@ -16,9 +16,7 @@ different nodes, leader failover, replication factor 3).
 from __future__ import annotations
 
 import concurrent.futures
-import signal
 import struct
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +41,7 @@ from support.kafka_config import (
 )
 from support.kafka_jars import KafkaSetupError, classpath, fetch_jars, kafka_version, main
 from support.kafka_probes import MetadataAnswer, PartitionState, find_group_coordinator, metadata
+from support.process import LoggedProcess
 from support.waiting import wait_until
 
 # What tests import from here (the rest is imported from the modules above).
@@ -51,7 +50,7 @@ __all__ = ["ApacheKafkaCluster", "ExternalKafkaCluster", "KafkaNode", "KafkaSetu
 _T = TypeVar("_T")
 
 
-class KafkaNode:
+class KafkaNode(LoggedProcess):
     """One combined controller+broker JVM: its ports, data directory, properties and log."""
 
     def __init__(
@@ -65,19 +64,16 @@ class KafkaNode:
         settings: Mapping[str, str],
         stop_timeout: float = 30.0,
     ) -> None:
+        super().__init__(workdir / f"kafka-{node_id}-{port}.log", stop_timeout=stop_timeout)
         self.node_id = node_id
         self.workdir = workdir
         self.port = port
         self.controller_port = controller_port
         self.voters = voters
         self.settings = dict(settings)
-        self.stop_timeout = stop_timeout
         self.data_dir = workdir / "data"
         self.properties_path = workdir / "server.properties"
         self.log4j2 = workdir.parent / "log4j2.properties"  # the cluster's, one for all of its nodes
-        self.log_path = workdir / f"kafka-{node_id}-{port}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
 
     @property
     def host(self) -> str:
@@ -86,14 +82,6 @@ class KafkaNode:
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def properties(self) -> dict[str, str]:
         return node_properties(
@@ -105,18 +93,11 @@ class KafkaNode:
             settings=self.settings,
         )
 
-    def format_command(self, cluster_id: str) -> list[str]:
-        return storage_format_command(self.properties_path, cluster_id, self.log4j2)
-
     def format(self, cluster_id: str) -> None:
         """``kafka-storage format`` of this node's data directory (static quorum: the voters are configured)."""
         write_properties(self.properties_path, self.properties())
-        cmd = self.format_command(cluster_id)
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== format: {' '.join(cmd)}\n".encode())
-            log.flush()
-            code = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=False,
-                                  timeout=120).returncode  # fmt: skip
+        cmd = storage_format_command(self.properties_path, cluster_id, self.log4j2)
+        code = self.run_to_end("format", cmd, timeout=120)
         if code != 0:
             raise KafkaSetupError(
                 f"kafka-storage format of node {self.node_id} exited {code}\n{self.log_tail()}"
@@ -124,28 +105,14 @@ class KafkaNode:
 
     def launch(self) -> None:
         """Start the JVM without waiting for it (the cluster waits for all of its nodes at once)."""
-        if self.running:
-            raise RuntimeError(f"Kafka node {self.node_id} already running (pid {self.pid})")
-        cmd = jvm_command("kafka.Kafka", str(self.properties_path), log4j2=self.log4j2)
-        self.starts += 1
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== start {self.starts}: {' '.join(cmd)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                start_new_session=True,  # a terminal's ^C does not reach it; we signal it ourselves
-            )
+        self.spawn(
+            jvm_command("kafka.Kafka", str(self.properties_path), log4j2=self.log4j2), cwd=self.workdir
+        )
 
     def check_alive(self) -> None:
         """Raise (with the log's tail) when the JVM this object started has exited."""
-        proc = self._proc
-        if proc is not None and proc.poll() is not None:
-            code = proc.returncode
-            self._proc = None
+        code = self.exit_code()
+        if code is not None:
             raise KafkaSetupError(f"Kafka node {self.node_id} exited with code {code}\n{self.log_tail()}")
 
     def probe(self, timeout: float = 2.0) -> MetadataAnswer | None:
@@ -153,45 +120,6 @@ class KafkaNode:
             return metadata(HOST, self.port, timeout=timeout)
         except (OSError, struct.error):
             return None
-
-    def stop(self) -> int | None:
-        """SIGTERM (a controlled shutdown: leadership moves away first), SIGKILL after ``stop_timeout``."""
-        proc = self._proc
-        if proc is None:
-            return None
-        self._proc = None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                return proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                self._note(f"SIGKILL after SIGTERM was not obeyed for {self.stop_timeout}s")
-        return proc.wait(timeout=self.stop_timeout)
-
-    def kill9(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        self._proc = None
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=self.stop_timeout)
-        self._note("killed with SIGKILL by the test")
-
-    def _note(self, text: str) -> None:
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== {text}\n".encode())
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log_text().splitlines()[-lines:]
-        return f"--- last {len(text)} lines of {self.log_path} ---\n" + "\n".join(text)
 
     def __repr__(self) -> str:
         return f"KafkaNode({self.node_id}, port={self.port}, pid={self.pid})"

@@ -3,7 +3,7 @@
 `BrokerProcess.start()` launches the broker with its stdout and stderr appended to a log file, then waits until
 the port answers a real Kafka ApiVersions request (polled with a deadline; no sleep stands in for readiness).
 `stop()` sends SIGTERM, then SIGKILL after a deadline; `kill9()` and `restart()` serve the fault tests. Only the
-process this object started is ever signalled.
+process this object started is ever signalled (``support.process``, which the Apache Kafka nodes share).
 
 Our broker is started as ``groupstream broker --data-dir DIR --listen 127.0.0.1:PORT --advertised HOST:PORT
 [--set key=value ...]`` (the console script beside the running interpreter, else ``python -m groupstream``).
@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import socket
 import struct
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from support.process import LoggedProcess
 from support.waiting import wait_until
 
 HOST = "127.0.0.1"
@@ -103,7 +102,7 @@ def _nofile_limiter(limit: int) -> Callable[[], None]:
     return set_limit
 
 
-class BrokerProcess:
+class BrokerProcess(LoggedProcess):
     def __init__(
         self,
         kind: BrokerKind | str,
@@ -123,15 +122,12 @@ class BrokerProcess:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
+        super().__init__(self.workdir / f"{self.kind}-{self.port}.log", stop_timeout=stop_timeout)
         self.advertised_port = advertised_port if advertised_port is not None else self.port
         self.data_dir = Path(data_dir) if data_dir is not None else self.workdir / "data"
         self.settings = dict(settings or {})
         self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
         self.nofile = nofile
-        self.log_path = self.workdir / f"{self.kind}-{self.port}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
 
     # -- addresses -------------------------------------------------------------------------------------------
 
@@ -143,14 +139,6 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         """What clients should bootstrap from: the advertised address (a capture proxy's, when there is one)."""
         return f"{HOST}:{self.advertised_port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
         if self.kind is BrokerKind.TANSU:
@@ -179,28 +167,13 @@ class BrokerProcess:
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def start(self) -> BrokerProcess:
-        if self.running:
-            raise RuntimeError(f"{self.kind} broker already running (pid {self.pid})")
         if self.kind is BrokerKind.GROUPSTREAM:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = self.command()
-        self.starts += 1
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== start {self.starts}: {' '.join(cmd)}\n".encode())
-            log.flush()
-            env = dict(os.environ)
-            if self.kind is BrokerKind.TANSU:
-                env.setdefault("RUST_LOG", "warn")
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                env=env,
-                start_new_session=True,  # a terminal's ^C does not reach it; we signal it ourselves
-                preexec_fn=_nofile_limiter(self.nofile) if self.nofile is not None else None,
-            )
+        env = dict(os.environ)
+        if self.kind is BrokerKind.TANSU:
+            env.setdefault("RUST_LOG", "warn")
+        limit = _nofile_limiter(self.nofile) if self.nofile is not None else None
+        self.spawn(self.command(), cwd=self.workdir, env=env, preexec_fn=limit)
         self.wait_ready()
         return self
 
@@ -209,12 +182,10 @@ class BrokerProcess:
         ``start_timeout`` (the broker is killed then)."""
 
         def answers() -> bool:
-            proc = self._proc
-            if proc is None:
+            if self._proc is None:
                 raise RuntimeError("not started")
-            code = proc.poll()
+            code = self.exit_code()
             if code is not None:
-                self._proc = None
                 raise BrokerStartError(
                     f"{self.kind} broker exited with code {code} before answering ApiVersions on port "
                     f"{self.port}\n{self.log_tail()}"
@@ -234,33 +205,6 @@ class BrokerProcess:
             self.kill9()  # a no-op when it exited by itself
             raise
 
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after ``stop_timeout``; returns the exit code (None when not running)."""
-        proc = self._proc
-        if proc is None:
-            return None
-        self._proc = None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                return proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                with open(self.log_path, "ab") as log:
-                    log.write(f"=== SIGKILL after SIGTERM was ignored for {self.stop_timeout}s\n".encode())
-        return proc.wait(timeout=self.stop_timeout)
-
-    def kill9(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        self._proc = None
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=self.stop_timeout)
-        with open(self.log_path, "ab") as log:
-            log.write(b"=== killed with SIGKILL by the test\n")
-
     def restart(self, *, kill: bool = False) -> BrokerProcess:
         """Stop (or kill -9) and start again on the same port and data directory."""
         if kill:
@@ -268,18 +212,6 @@ class BrokerProcess:
         else:
             self.stop()
         return self.start()
-
-    # -- diagnostics -----------------------------------------------------------------------------------------
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log_text().splitlines()[-lines:]
-        return f"--- last {len(text)} lines of {self.log_path} ---\n" + "\n".join(text)
 
     def __enter__(self) -> BrokerProcess:
         if not self.running:
