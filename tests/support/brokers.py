@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import struct
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from support.kafka_probes import api_versions_probe
 from support.process import LoggedProcess
 from support.waiting import wait_until
 
@@ -59,38 +59,6 @@ def groupstream_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-m", "groupstream"]
-
-
-def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> bool:
-    """True when host:port answers an ApiVersions v0 request with error code 0 and a non-empty key list.
-
-    The request is built by hand, so readiness does not depend on the codec under test.
-    """
-    corr = 0x5EED
-    client_id = b"groupstream-probe"
-    body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            if size < 10 or size > 1 << 20:
-                return False
-            resp = _recv_exact(s, size)
-    except OSError:
-        return False
-    got_corr, error_code, n_keys = struct.unpack_from(">ihi", resp, 0)
-    return bool(got_corr == corr and error_code == 0 and n_keys > 0)
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed before the whole response arrived")
-        buf += chunk
-    return bytes(buf)
 
 
 def _nofile_limiter(limit: int) -> Callable[[], None]:

@@ -1,5 +1,6 @@
-"""Kafka requests built by hand, for readiness and for asking a cluster what it holds without the client under
-test: Metadata v1 (brokers, controller, partition leaders, replicas and ISRs) and FindCoordinator v1."""
+"""Kafka requests built by hand, for readiness and for asking a broker what it holds without the client or the
+codec under test: ApiVersions v0 (our broker's and Tansu's readiness), Metadata v1 (brokers, controller,
+partition leaders, replicas and ISRs: a Kafka node's readiness) and FindCoordinator v1."""
 
 from __future__ import annotations
 
@@ -83,6 +84,15 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed before the whole response arrived")
         buf += chunk
     return bytes(buf)
+
+
+def api_versions_probe(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when host:port answers an ApiVersions v0 request with error code 0 and a non-empty key list."""
+    try:
+        r = _call(host, port, 18, 0, b"", timeout)
+        return r.i16() == 0 and r.i32() > 0
+    except (OSError, struct.error):
+        return False
 
 
 def metadata(host: str, port: int, topics: Sequence[str] = (), timeout: float = 5.0) -> MetadataAnswer:
