@@ -37,23 +37,14 @@ from typing import Any
 
 from group_harness import Member, Members
 
-from support.kafka_config import JVM_OPTIONS
+from support.kafka_config import jvm_command, log4j2_console
 from support.kafka_jars import cache_root, classpath, jars_dir, java_binary
 
 SOURCE = Path(__file__).resolve().with_name("GroupstreamHarness.java")
 MAIN = "GroupstreamHarness"
 
 # Client logs go to stderr at WARN (Log4j's default would print ERRORs on stdout, among the JSON events).
-LOG4J2_PROPERTIES = """\
-status = warn
-appender.err.type = Console
-appender.err.name = err
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d{HH:mm:ss,SSS}] %p %m (%c{1})%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = err
-"""
+LOG4J2_PROPERTIES = log4j2_console("WARN", stderr=True)
 
 # Kafka's tools, by the script names of its distribution.
 TOOLS = {
@@ -112,15 +103,7 @@ def harness_classes() -> Path:
 def java_command(main: str, *args: str) -> list[str]:
     """``java -cp <harness classes>:<Kafka jars> main args`` with the JVM options of the Kafka fixtures."""
     classes = harness_classes()
-    return [
-        java_binary(),
-        *JVM_OPTIONS,
-        f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
-        "-cp",
-        f"{classes}{os.pathsep}{classpath()}",
-        main,
-        *args,
-    ]
+    return jvm_command(main, *args, log4j2=classes / "log4j2.properties", classes=classes)
 
 
 # -- one harness JVM, a command at a time ------------------------------------------------------------------

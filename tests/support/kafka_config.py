@@ -62,26 +62,37 @@ JVM_OPTIONS = (
     "-Djava.awt.headless=true",
 )
 
-# Log4j 2 configuration of every node: INFO to stdout (the node's log file), without the config dumps.
-LOG4J2_PROPERTIES = """\
-status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d{HH:mm:ss,SSS}] %p %m (%c{1})%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = out
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
-logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
-logger.appinfo.level = WARN
-logger.state.name = state.change.logger
-logger.state.level = WARN
-logger.log.name = kafka.log
-logger.log.level = WARN
-logger.storage.name = org.apache.kafka.storage.internals
-logger.storage.level = WARN
-"""
+
+def log4j2_console(level: str, *, stderr: bool = False, quiet: Mapping[str, str] | None = None) -> str:
+    """A Log4j 2 configuration: ``level`` and above to stdout (or stderr) in one line per event; the loggers
+    in ``quiet`` (short name -> logger) at WARN only."""
+    out = "err" if stderr else "out"
+    lines = [
+        "status = warn",
+        f"appender.{out}.type = Console",
+        f"appender.{out}.name = {out}",
+        *([f"appender.{out}.target = SYSTEM_ERR"] if stderr else []),
+        f"appender.{out}.layout.type = PatternLayout",
+        f"appender.{out}.layout.pattern = [%d{{HH:mm:ss,SSS}}] %p %m (%c{{1}})%n",
+        f"rootLogger.level = {level}",
+        f"rootLogger.appenderRef.{out}.ref = {out}",
+    ]
+    for short, logger in (quiet or {}).items():
+        lines += [f"logger.{short}.name = {logger}", f"logger.{short}.level = WARN"]
+    return "".join(f"{line}\n" for line in lines)
+
+
+# Every node's: INFO to stdout (the node's log file), without the config dumps.
+LOG4J2_PROPERTIES = log4j2_console(
+    "INFO",
+    quiet={
+        "config": "org.apache.kafka.common.config.AbstractConfig",
+        "appinfo": "org.apache.kafka.common.utils.AppInfoParser",
+        "state": "state.change.logger",
+        "log": "kafka.log",
+        "storage": "org.apache.kafka.storage.internals",
+    },
+)
 
 
 def new_cluster_id() -> str:
