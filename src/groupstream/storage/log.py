@@ -49,6 +49,7 @@ from groupstream.storage.errors import (
     RecordTooLargeError,
 )
 from groupstream.storage.fileio import datasync, fsync_directory, pread_upto
+from groupstream.storage.holes import Hole
 from groupstream.storage.producer_state import (
     Accept,
     Duplicate,
@@ -61,7 +62,7 @@ from groupstream.storage.producer_state import (
     write_snapshot,
 )
 from groupstream.storage.recovery import RecoveryReport, load_segments
-from groupstream.storage.segment import BatchPlacement, Hole, Segment
+from groupstream.storage.segment import BatchPlacement, Segment
 from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
 
 log = logging.getLogger("groupstream.storage")

@@ -33,13 +33,8 @@ from pathlib import Path
 
 from groupstream.protocol.records.batch_header import BatchHeader
 from groupstream.storage.config import LogConfig
-from groupstream.storage.segment import (
-    LOG_SUFFIX,
-    Hole,
-    RebuildResult,
-    Segment,
-    parse_file_name,
-)
+from groupstream.storage.holes import Hole
+from groupstream.storage.segment import LOG_SUFFIX, RebuildResult, Segment, parse_file_name
 
 
 @dataclass(slots=True)

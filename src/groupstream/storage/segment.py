@@ -4,11 +4,13 @@ Files are named by the segment's base offset as ``%020d`` like Kafka's, so direc
 A segment keeps its state in memory (size, next offset, max timestamp, index arrays); that state is always
 derived from the log file by the same rule, whether by appends or by a rebuild scan, so a rebuilt segment
 is indistinguishable from one that was never closed. A clean open takes it from the index files instead
-(`Segment.open_trusted`), checked cheaply against the log.
+(`Segment.open_trusted`), checked cheaply against the log (`groupstream.storage.index_trust`); reads then
+confirm the framing that open did not scan (`groupstream.storage.frame_check`).
 
 Damage inside a segment that is not the last one is never cut off: it becomes a `Hole`, whose bytes stay on
 disk and whose offsets raise `CorruptRangeError` when read, while the intact batches around it stay readable.
-Holes are found by recovery, or later by a read that runs into bad framing a clean open did not scan.
+Holes are found by recovery, or later by a read that runs into bad framing a clean open did not scan
+(`groupstream.storage.holes`).
 """
 
 from __future__ import annotations
@@ -16,26 +18,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from groupstream.protocol.errors import PeerProtocolError
-from groupstream.protocol.records.batch_header import (
-    HEADER_SIZE,
-    MAGIC_V2,
-    BatchHeader,
-    crc_ok,
-    parse_header,
-    peek_size,
-)
+from groupstream.protocol.records.batch_header import HEADER_SIZE, BatchHeader
 from groupstream.storage.config import INT32_MAX, LogConfig
 from groupstream.storage.errors import CorruptRangeError, LogWriteError
 from groupstream.storage.fileio import open_rw, pread_upto, pwrite_all
+from groupstream.storage.frame_check import ConfirmedRuns, check_frames, whole_batches
+from groupstream.storage.holes import Hole, ScanWindow, anchor_before, record_damage, resync, scan_window
+from groupstream.storage.index_trust import load_indexes, time_index_problem
 from groupstream.storage.offset_index import OffsetIndex
-from groupstream.storage.scan import BatchScan, VerifiedScan, find_next_batch
+from groupstream.storage.scan import VerifiedScan
 from groupstream.storage.time_index import NO_TIMESTAMP, TimeIndex
 
 log = logging.getLogger("groupstream.storage")
@@ -47,25 +42,6 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 # (position of the batch inside the appended buffer, last offset, max timestamp, size)
 BatchPlacement = tuple[int, int, int, int]
-
-def _whole_batches(data: bytes, p: int, next_offset: int) -> tuple[int, int]:
-    """End of the whole batches in ``data`` from ``p`` (framing already confirmed), and the offset after them."""
-    n = len(data)
-    last = -1
-    while True:
-        size = peek_size(data, p)
-        if size is None or p + size > n:
-            break
-        last = p
-        p += size
-    return p, next_offset if last < 0 else parse_header(data, last).next_offset
-
-
-# The start of a v2 batch, as a read checks the framing of each batch it returns: base offset, batch length,
-# partition leader epoch, magic, CRC, attributes, last offset delta.
-_FRAME = struct.Struct(">qiibIhi")
-_MIN_BATCH_LENGTH = HEADER_SIZE - 12
-INT64_MAX = 2**63 - 1
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -80,30 +56,6 @@ def parse_file_name(name: str) -> tuple[int, str] | None:
             if len(stem) == 20 and stem.isdigit():
                 return int(stem), suffix
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class Hole:
-    """Damaged bytes inside a segment and the offsets they held: kept on disk, unreadable, never skipped.
-
-    ``[start, end)`` are file positions: ``start`` is the first byte that is not an intact batch, ``end`` where
-    intact batches resume (the file size when none do). ``[first_offset, next_offset)`` are the offsets lost;
-    the range is empty when the damaged bytes lie past the segment's last offset.
-    """
-
-    start: int
-    end: int
-    first_offset: int
-    next_offset: int
-    reason: str
-
-    @property
-    def last_offset(self) -> int:
-        return self.next_offset - 1
-
-    @property
-    def loses_offsets(self) -> bool:
-        return self.next_offset > self.first_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +99,7 @@ class Segment:
         # Framing below this position was never confirmed: a clean open trusted it without a scan. Reads
         # confirm it as they go and remember where (``_confirmed``: disjoint ``[start, end)`` runs, sorted).
         self.unverified_end = 0
-        self._confirmed: list[tuple[int, int]] = []
+        self._confirmed = ConfirmedRuns()
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> Segment:
@@ -236,7 +188,7 @@ class Segment:
         self.sealed = False
         self.holes = []
         self.unverified_end = 0
-        self._confirmed = []
+        self._confirmed = ConfirmedRuns()
 
     def _scan_into_state(
         self,
@@ -284,7 +236,7 @@ class Segment:
                 self.size = at
                 self.write_gen += 1
                 return RebuildResult(file_size - at, why, tuple(holes))
-            hole = self._resync(at, file_size, expected, limit, why)
+            hole = resync(self.log_fd, at, file_size, expected, limit, why)
             holes.append(hole)
             self.holes.append(hole)
             self.size = hole.end
@@ -293,14 +245,6 @@ class Segment:
                 break
             position, expected = hole.end, hole.next_offset
         return RebuildResult(0, first_error, tuple(holes))
-
-    def _resync(self, at: int, end: int, expected: int, upper: int, why: str) -> Hole:
-        """The hole that damage at ``at`` makes: up to the next intact batch with offsets in
-        ``[expected, upper)`` before ``end``, or up to ``end`` (and offset ``upper``) when there is none."""
-        found = find_next_batch(self.log_fd, at, end, expected, upper)
-        if found is None:
-            return Hole(at, end, expected, max(upper, expected), why)
-        return Hole(at, found[0], expected, found[1].base_offset, why)
 
     def open_trusted(self, *, upper: int | None, crc_from_offset: int) -> RebuildResult:
         """After a clean shutdown: take the state from the index files plus a header scan of the tail after
@@ -314,9 +258,13 @@ class Segment:
         Damage in the scanned tail (the batch the last entry names included) is handled as in `rebuild`,
         which then rescans the whole segment."""
         self._reset_state()
-        problem = self._load_indexes(upper)
+        loaded = load_indexes(self.log_fd, self.offset_index, self.time_index, self.base_offset, upper)
+        problem = loaded if isinstance(loaded, str) else None
         first: RebuildResult | None = None
-        if problem is None:
+        if not isinstance(loaded, str):
+            self.size, self.next_offset = loaded.size, loaded.next_offset
+            self.max_timestamp, self.offset_of_max_timestamp = loaded.max_timestamp, loaded.offset_of_max_timestamp
+            self.indexes_full = self.offset_index.is_full or self.time_index.is_full
             entry = self.offset_index.last_entry
             first = self._scan_into_state(
                 self.size,
@@ -328,7 +276,15 @@ class Segment:
                 accounted=None if entry is None else entry[1],
             )
             if first.error is None:
-                problem = self._check_time_index(sealed=upper is not None)
+                problem = time_index_problem(
+                    self.log_fd,
+                    self.offset_index,
+                    self.time_index,
+                    max_timestamp=self.max_timestamp,
+                    next_offset=self.next_offset,
+                    size=self.size,
+                    sealed=upper is not None,
+                )
                 if problem is None:
                     self.unverified_end = 0 if entry is None else entry[1]
                     return replace(first, trusted=True)
@@ -337,56 +293,6 @@ class Segment:
             result = replace(result, truncated_bytes=first.truncated_bytes + result.truncated_bytes,
                              error=first.error)  # fmt: skip
         return replace(result, index_problem=problem)
-
-    def _load_indexes(self, upper: int | None) -> str | None:
-        """Load both index files and set the state as it stands before the batch the last offset entry names
-        (whose extent the tail scan confirms); returns why the files cannot be trusted."""
-        file_size = os.fstat(self.log_fd).st_size
-        problem = self.offset_index.load_file(file_size) or self.time_index.load_file()
-        if problem is not None:
-            return problem
-        entry = self.offset_index.last_entry
-        timed = self.time_index.last_entry
-        if entry is not None:
-            offset, position = entry
-            head = pread_upto(self.log_fd, HEADER_SIZE, position)
-            try:
-                h = parse_header(head)
-            except PeerProtocolError as exc:
-                return f"the last entry of {self.offset_index.path.name} points at byte {position}: {exc}"
-            if h.last_offset != offset or position + h.size > file_size:
-                return (f"the last entry of {self.offset_index.path.name} names offset {offset} at byte {position}, "
-                        f"where a batch of offsets {h.base_offset}..{h.last_offset} ({h.size} bytes) starts")  # fmt: skip
-            if upper is not None and h.last_offset >= upper:
-                return f"{self.offset_index.path.name} names offset {offset}, past the next segment's base {upper}"
-            if h.max_timestamp > (NO_TIMESTAMP if timed is None else timed[0]):
-                return f"{self.time_index.path.name} misses the timestamp {h.max_timestamp} of offset {offset}"
-            self.size = position
-            self.next_offset = h.base_offset
-        if timed is not None:
-            self.max_timestamp, self.offset_of_max_timestamp = timed
-        self.indexes_full = self.offset_index.is_full or self.time_index.is_full
-        return None
-
-    def _check_time_index(self, *, sealed: bool) -> str | None:
-        """Once the tail is scanned: the time index's last entry must name a batch of this segment holding
-        that timestamp, and in a sealed segment it must be the largest (sealing writes it)."""
-        name = self.time_index.path.name
-        timed = self.time_index.last_entry
-        largest = NO_TIMESTAMP if timed is None else timed[0]
-        if sealed and self.max_timestamp != largest:
-            return f"{name} lacks the segment's largest timestamp {self.max_timestamp}, which sealing records"
-        if timed is None:
-            return None
-        timestamp, offset = timed
-        if offset >= self.next_offset:
-            return f"the last entry of {name} names offset {offset}, past the segment's last offset {self.next_offset - 1}"
-        for _, h in BatchScan(self.log_fd, self.offset_index.lookup(offset), self.size, validate_crc=False):
-            if h.last_offset >= offset:
-                if h.last_offset == offset and h.max_timestamp == timestamp:
-                    return None
-                break
-        return f"the last entry of {name} ({timestamp}, {offset}) does not match the batch holding offset {offset}"
 
     def finish_rebuild(self, *, seal: bool) -> list[Path]:
         """Seal if inactive, then make the index files match memory; returns the files rewritten."""
@@ -473,52 +379,24 @@ class Segment:
                 return None
             at, first_offset, why = scan.damage
             if at == start and not exact:  # the offset that starts there is unknown: begin further back
-                start, expected, exact = self._anchor_before(start)
+                before = self.offset_index.position_before(start)
+                start, expected, exact = anchor_before(self.holes, start, before, self.base_offset)
                 continue
             self._add_hole(at, first_offset, why)
             start, expected, exact, end = self._window(offset)
 
-    def _window(self, offset: int) -> tuple[int, int, bool, int]:
-        """Where a scan for ``offset`` starts and ends: ``(start position, offset expected there, whether that
-        offset is exact rather than a lower bound, end position)``, stepping over holes; raises
-        `CorruptRangeError` when ``offset`` lies in one."""
-        start = self.offset_index.lookup(offset)
-        expected, exact, end = self.base_offset, start == 0, self.size
-        for hole in self.holes:
-            if offset >= hole.next_offset:
-                if hole.end >= start:
-                    start, expected, exact = hole.end, hole.next_offset, True
-            elif offset >= hole.first_offset:
-                raise self.corrupt_range_error(hole)
-            else:
-                end = min(end, hole.start)
-                break
-        return start, expected, exact, end
-
-    def _anchor_before(self, position: int) -> tuple[int, int, bool]:
-        """The nearest place before ``position`` a scan can start from: an index entry (its first offset known
-        only as at least the base), or, exactly, the segment start or the end of a hole."""
-        best = (0, self.base_offset, True)
-        for hole in self.holes:
-            if best[0] <= hole.end < position:
-                best = (hole.end, hole.next_offset, True)
-        entry = self.offset_index.position_before(position)
-        if entry is not None and entry > best[0]:
-            best = (entry, self.base_offset, False)
-        return best
+    def _window(self, offset: int) -> ScanWindow:
+        """Where a scan for ``offset`` starts and ends (see `scan_window`); raises `CorruptRangeError` when
+        ``offset`` lies in a hole."""
+        window = scan_window(self.holes, offset, self.offset_index.lookup(offset), self.base_offset, self.size)
+        if isinstance(window, Hole):
+            raise self.corrupt_range_error(window)
+        return window
 
     def _add_hole(self, at: int, expected: int, why: str) -> Hole:
         """Record damage found after the segment was opened (a clean open does not scan below its last index
         entries): resynchronise on the next intact batch before the next hole, or merge with that hole."""
-        following = next((h for h in self.holes if h.start > at), None)
-        end = self.size if following is None else following.start
-        upper = self.next_offset if following is None else following.first_offset
-        hole = self._resync(at, end, expected, upper, why)
-        if following is not None and hole.end == following.start:
-            self.holes.remove(following)
-            hole = Hole(at, following.end, expected, following.next_offset, f"{why}; then {following.reason}")
-        self.holes.append(hole)
-        self.holes.sort(key=lambda h: h.start)
+        hole = record_damage(self.holes, self.log_fd, at, expected, why, size=self.size, next_offset=self.next_offset)
         log.warning(
             "%s: damage found in %s at byte %d: %s; %s",
             self.directory.name,
@@ -585,92 +463,19 @@ class Segment:
         `locate`) are whole batches with confirmed framing, at most ``want``; and the offset after them.
 
         Framing this process wrote or scanned is confirmed already. Below ``unverified_end`` (what a clean open
-        trusted without a scan) each batch's end is confirmed by the header that follows it (magic 2, a
-        possible length, offsets rising, inside ``limit``; read separately when ``data`` ends first) or by
-        reaching ``limit``; when that header does not check out, by the batch's own CRC. One struct unpack
-        per batch. Damage found this way becomes a hole; the bytes before it are returned."""
+        trusted without a scan) `check_frames` confirms it, one struct unpack per batch, and what it confirmed
+        is remembered. Damage found this way becomes a hole; the bytes before it are returned."""
         unverified = self.unverified_end - position
-        if unverified <= 0 or self._was_confirmed(position, position + len(data)):
-            return _whole_batches(data, 0, first.base_offset)
-        done, done_next = self._check_frames(data, position, want, limit, first, unverified)
+        if unverified <= 0 or self._confirmed.covers(position, position + len(data)):
+            return whole_batches(data, 0, first.base_offset)
+        done, done_next, damage = check_frames(
+            self.log_fd, data, position, want, limit, first, unverified, self.next_offset
+        )
+        if damage is not None:
+            self._add_hole(*damage)
         if done:
-            self._remember_confirmed(position, position + done)
+            self._confirmed.add(position, position + done)
         return done, done_next
-
-    def _was_confirmed(self, start: int, end: int) -> bool:
-        i = bisect_right(self._confirmed, (start, INT64_MAX)) - 1
-        return i >= 0 and self._confirmed[i][1] >= end
-
-    def _remember_confirmed(self, start: int, end: int) -> None:
-        runs = self._confirmed
-        i = bisect_right(runs, (start, INT64_MAX))
-        if i > 0 and runs[i - 1][1] >= start:  # touches the run before it
-            i -= 1
-            start = runs[i][0]
-        j = i
-        while j < len(runs) and runs[j][0] <= end:
-            end = max(end, runs[j][1])
-            j += 1
-        runs[i:j] = [(start, end)]
-
-    def _check_frames(
-        self, data: bytes, position: int, want: int, limit: int, first: BatchHeader, unverified: int
-    ) -> tuple[int, int]:
-        region = limit - position
-        n = len(data)
-        frame = _FRAME.unpack_from
-        last_offset = self.next_offset - 1
-        # Below ``easy`` the header after a batch lies in ``data``, inside the region and the unverified part.
-        easy = min(want, n, region, unverified) - HEADER_SIZE
-        done, done_next = 0, first.base_offset
-        p, size, expected_here, next_here, confirmed = 0, first.size, first.base_offset, first.next_offset, True
-        while True:
-            e = p + size
-            if e <= easy:  # the common case, kept short: one unpack and one test per batch
-                base, length, _, magic, _, _, delta = frame(data, e)
-                if (
-                    magic == MAGIC_V2
-                    and length >= _MIN_BATCH_LENGTH
-                    and next_here <= base <= base + delta <= last_offset
-                    and e + 12 + length <= region
-                ):
-                    done, done_next, expected_here = e, next_here, next_here
-                    p, size, next_here, confirmed = e, 12 + length, base + delta + 1, False
-                    continue
-            if e > want:
-                return done, done_next
-            if e == region:
-                return e, next_here
-            if e == unverified:  # the part the open scanned, or this process wrote, starts here
-                return _whole_batches(data, e, next_here)
-            bad: str | None = None
-            buf, at = (data, e) if e + HEADER_SIZE <= n else (self.read(position + e, HEADER_SIZE), 0)
-            if e > unverified:
-                bad = f"batch at {position + p} claims {size} bytes, across the batch at {self.unverified_end}"
-            elif e + HEADER_SIZE > region or len(buf) - at < HEADER_SIZE:
-                bad = f"{region - e} bytes at {position + e} are shorter than a batch header"
-            else:
-                base, length, _, magic, _, _, delta = frame(buf, at)
-                if magic != MAGIC_V2 or length < _MIN_BATCH_LENGTH or delta < 0:
-                    bad = f"no batch header at {position + e} (magic {magic}, length {length})"
-                elif base < next_here or base + delta >= self.next_offset:
-                    bad = f"batch at {position + e} holds offsets {base}..{base + delta}, expected from {next_here}"
-                elif e + 12 + length > region:
-                    bad = f"batch at {position + e} claims {12 + length} bytes but only {region - e} remain"
-            if bad is None:
-                done, done_next = e, next_here
-                p, size, expected_here, next_here, confirmed = e, 12 + length, next_here, base + delta + 1, False
-                continue
-            if confirmed or crc_ok(data, p, parse_header(data, p)):
-                self._add_hole(position + e, next_here, bad)
-                return e, next_here
-            self._add_hole(
-                position + p,
-                expected_here,
-                f"batch at {position + p} fails its CRC check over the {size} bytes its length field claims, and "
-                f"what follows it is no batch ({bad})",
-            )
-            return done, done_next
 
     def read(self, position: int, size: int) -> bytes:
         return pread_upto(self.log_fd, size, position)
