@@ -146,12 +146,7 @@ def py_append_routed(
     return ``handle_type((outcomes[p], index, timestamp))``; ``timestamp`` None is now. None, appending nothing,
     when the partition is outside the topic, has no open batch or a full one, or the timestamp is negative."""
     k = as_bytes(key, "key")
-    if partition is not None:
-        p = partition
-    elif k is not None and use_keys and num_partitions > 0:
-        p = default_partition(k, num_partitions)
-    else:
-        p = sticky
+    p = partition if partition is not None else _key_or_sticky(k, use_keys, num_partitions, sticky)
     if not 0 <= p < min(num_partitions, len(bufs), len(limits), len(outcomes)):
         return None
     batch = bufs[p]
@@ -167,19 +162,43 @@ def py_append_routed(
     return tuple.__new__(handle_type, (outcomes[p], index, timestamp))
 
 
+def _key_or_sticky(key: bytes | None, use_keys: bool, num_partitions: int, sticky: int) -> int:
+    """The partition of a record that names none: Java's partition of its key when it has one and ``use_keys``,
+    else ``sticky``."""
+    if key is not None and use_keys and num_partitions > 0:
+        return default_partition(key, num_partitions)
+    return sticky
+
+
+def _named(partition: int) -> int:
+    """A partition a row names, which must not be negative."""
+    if partition < 0:
+        raise ValueError(f"partition {partition} does not exist")
+    return partition
+
+
+def _check_span(shift: int, length: int, end: int) -> None:
+    if shift < 0 or length < end:
+        raise ValueError("an Arrow column is shorter than the rows asked for")
+
+
+def _is_null(validity: memoryview | None, j: int) -> bool:
+    """Whether bit ``j`` of an Arrow validity bitmap (None: no nulls) is clear."""
+    return validity is not None and not (validity[j >> 3] >> (j & 7)) & 1
+
+
 def _arrow_binary_rows(spec: ArrowBinary | None, start: int, end: int) -> list[bytes | None]:
     if spec is None:
         return [None] * (end - start)
     offsets_buf, data_buf, validity_buf, shift, length, wide = spec
-    if shift < 0 or length < end:
-        raise ValueError("an Arrow column is shorter than the rows asked for")
+    _check_span(shift, length, end)
     offsets = memoryview(offsets_buf).cast("B").cast("q" if wide else "i")
     data = memoryview(data_buf).cast("B")
     valid = memoryview(validity_buf).cast("B") if validity_buf is not None else None
     out: list[bytes | None] = []
     for i in range(start, end):
         j = shift + i
-        if valid is not None and not (valid[j >> 3] >> (j & 7)) & 1:
+        if _is_null(valid, j):
             out.append(None)
             continue
         lo, hi = offsets[j], offsets[j + 1]
@@ -193,16 +212,10 @@ def _arrow_int32_rows(spec: ArrowInt32 | None, start: int, end: int) -> list[int
     if spec is None:
         return None
     values_buf, validity_buf, shift, length = spec
-    if shift < 0 or length < end:
-        raise ValueError("an Arrow column is shorter than the rows asked for")
+    _check_span(shift, length, end)
     values = memoryview(values_buf).cast("B").cast("i")
     valid = memoryview(validity_buf).cast("B") if validity_buf is not None else None
-    return [
-        None
-        if valid is not None and not (valid[(shift + i) >> 3] >> ((shift + i) & 7)) & 1
-        else values[shift + i]
-        for i in range(start, end)
-    ]
+    return [None if _is_null(valid, shift + i) else values[shift + i] for i in range(start, end)]
 
 
 def py_append_rows(
@@ -227,8 +240,8 @@ def py_append_rows(
     A row's partition is its own (``partitions``: one int for all rows or a list with an int or None per row;
     or ``arrow_partitions``), else Java's partition of its key when it has one and ``use_keys``, else
     ``sticky``. Rows are ``(key, value)`` or ``(key, value, headers)`` tuples from ``rows``, or, when ``rows`` is
-    None, the Arrow columns' buffers (see ``_crecords.c``). ``touched``, if given, gets a 1 at every partition a
-    row went to."""
+    None, the Arrow columns' buffers (``ArrowBinary`` keys and values, ``ArrowInt32`` partitions). ``touched``,
+    if given, gets a 1 at every partition a row went to."""
     if (
         num_partitions <= 0
         or len(batches) < num_partitions
@@ -239,9 +252,7 @@ def py_append_rows(
         raise ValueError("append_rows: inconsistent arguments")
     fixed = -1
     if isinstance(partitions, int):
-        if partitions < 0:
-            raise ValueError(f"partition {partitions} does not exist")
-        fixed = partitions
+        fixed = _named(partitions)
     elif partitions is not None and (not isinstance(partitions, list) or len(partitions) < end):
         raise ValueError("partitions must be None, an int or a list as long as the rows")
     if rows is not None:
@@ -266,17 +277,13 @@ def py_append_rows(
         p = fixed
         own = arrow_parts[i - first] if arrow_parts is not None else None
         if own is not None:
-            if own < 0:
-                raise ValueError(f"partition {own} does not exist")
-            p = own
+            p = _named(own)
         if p < 0 and isinstance(partitions, list):
             q = partitions[i]
             if q is not None:
-                if q < 0:
-                    raise ValueError(f"partition {q} does not exist")
-                p = q
+                p = _named(q)
         if p < 0:
-            p = default_partition(key, num_partitions) if use_keys and key is not None else sticky
+            p = _key_or_sticky(key, use_keys, num_partitions, sticky)
         if p >= num_partitions:
             raise ValueError(f"partition {p} does not exist (the topic has {num_partitions})")
         batch = batches[p]
