@@ -101,7 +101,7 @@ class KafkaConnection:
         self.principal = ANONYMOUS
         """Kafka's principal of the client: ``User:`` + its SASL user name or its certificate's mapped name."""
         self._tls: TlsSession | None = None
-        self._writer: SocketWriter | TlsSocketWriter
+        self._writer: SocketWriter
         if tls_context is not None:
             self._tls = TlsSession(tls_context)
             self._writer = TlsSocketWriter(self._loop, sock, self._tls, self._on_drained)

@@ -9,6 +9,10 @@ memoryview.
 The connection owns the socket (one descriptor per connection) and does the reading and the closing; this class
 only writes to it, watching the same descriptor for writability while a send is pending. It never closes the
 socket: ``close`` stops watching and drops what was not sent, and the connection closes the socket after.
+
+The queueing, sending, watching and closing are the same for every listener; a transport that turns what the
+connection writes into other bytes (TLS: `groupstream.broker.tls_writer`) takes the written parts into a queue
+of its own (``_intake``) and moves them to the send queue as the socket drains it (``_refill``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ class SocketWriter:
         self._sock = sock
         self._fd = sock.fileno()
         self._queue: deque[memoryview] = deque()
-        self._buffered = 0
+        """The bytes to send, as they go to the socket."""
+        self._intake = self._queue
+        """Where ``write`` puts the parts: the send queue itself, or a transport's queue of bytes to transform."""
+        self._buffered = 0  # bytes in both queues
         self._watching = False
         self._closed = False
         self._on_drained = on_drained
@@ -44,14 +51,24 @@ class SocketWriter:
     def write(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
         if self._closed:
             return
+        intake = self._intake
         for p in parts:
             if len(p):
                 mv = memoryview(p)
-                self._queue.append(mv)
+                intake.append(mv)
                 self._buffered += mv.nbytes
+        self._kick()
+
+    def _enqueue(self, data: bytes) -> None:
+        """Bytes a transport produced, to send after what is queued."""
+        self._queue.append(memoryview(data))
+        self._buffered += len(data)
+
+    def _kick(self) -> None:
+        """Send what can go now, and watch for writability while the rest waits."""
         if not self._watching:
             self._send()
-            if self._queue and not self._closed:
+            if self._buffered and not self._closed:
                 self._loop.add_writer(self._fd, self._on_writable)
                 self._watching = True
 
@@ -63,22 +80,28 @@ class SocketWriter:
         if self.error is not None:
             self._on_drained()  # the owner finds ``error`` set and closes the connection
             return
-        if not self._queue and self._watching:
+        if not self._buffered and self._watching:
             self._loop.remove_writer(self._fd)
             self._watching = False
             self._on_drained()
 
+    def _refill(self) -> bool:
+        """The send queue is empty: fill it from ``_intake``; False when there is nothing to send (or sending
+        failed: ``error`` set and the writer closed). Written parts go straight to the send queue here."""
+        return False
+
     def _send(self) -> None:
         queue = self._queue
-        while queue and not self._closed:
+        while not self._closed:
+            if not queue and not self._refill():
+                return
             batch = [queue[i] for i in range(min(len(queue), _IOV_MAX))]
             try:
                 sent = self._sock.sendmsg(batch)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                self.error = e
-                self.close()
+                self._fail(e)
                 return
             self._buffered -= sent
             while sent:
@@ -88,8 +111,11 @@ class SocketWriter:
                     queue.popleft()
                 else:
                     queue[0] = head[sent:]
-                    sent = 0
                     return  # the kernel buffer is full
+
+    def _fail(self, e: OSError) -> None:
+        self.error = e
+        self.close()
 
     def close(self) -> None:
         """Stop writing: unsent data is dropped; the socket is left open for its owner to close."""
@@ -100,4 +126,5 @@ class SocketWriter:
             self._loop.remove_writer(self._fd)
             self._watching = False
         self._queue.clear()
+        self._intake.clear()
         self._buffered = 0
