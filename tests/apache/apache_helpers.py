@@ -1,22 +1,18 @@
-"""What the Apache Kafka test modules share: topics with every replica in sync, an independent reader
-(confluent-kafka) of what a topic holds, and a feeder thread that keeps our idempotent producer writing while
-nodes die and leaderships move."""
+"""What the Apache Kafka test modules share: topics with every replica in sync, and a feeder thread that keeps
+our idempotent producer writing while nodes die and leaderships move. (The independent reader of what a topic
+holds, confluent-kafka, is ``support.compat.confluent_read``.)"""
 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import Counter
 from concurrent.futures import Future
 
-from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
-
 from groupstream import Producer
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.producer import RecordMetadata
-from support.compat import Acked, Consumed, position
+from support.compat import Acked
 from support.waiting import wait_until
 
 
@@ -38,32 +34,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             )
 
         wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
-
-
-def confluent_read(
-    bootstrap: str, topic: str, partitions: int, expected: int
-) -> tuple[list[Consumed], dict[int, int]]:
-    """Everything in ``topic`` from offset 0 with confluent-kafka (a reader that is not ours), plus one short
-    poll that must add nothing; and the high watermarks."""
-    consumer = ConfluentConsumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
-    )
-    try:
-        tps = [ConfluentTopicPartition(topic, p) for p in range(partitions)]
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
-        got: list[Consumed] = []
-        deadline = time.monotonic() + 60
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                assert m.error() is None, f"consume error: {m.error()}"
-                got.append(Consumed(*position(m), m.key(), m.value()))
-        got += [
-            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
-        ]
-        return got, ends
-    finally:
-        consumer.close()
 
 
 class Feeder(threading.Thread):

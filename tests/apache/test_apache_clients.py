@@ -23,14 +23,14 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
-from apache_helpers import confluent_read, create_topic, unique
+from apache_helpers import create_topic, unique
 
 from groupstream import Consumer, Producer
 from groupstream.client.admin import Admin, ConsumerGroupDescription, NewTopic
 from groupstream.client.producer import RecordMetadata
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import groupstream_command
-from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records
+from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, confluent_read, make_records
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_apache, pytest.mark.compat]

@@ -22,14 +22,14 @@ import time
 from typing import Any
 
 import pytest
-from apache_helpers import Feeder, confluent_read, create_topic, unique
+from apache_helpers import Feeder, create_topic, unique
 from group_harness import Members, check_group, end_offsets, wait_for
 
 from groupstream import Consumer
 from groupstream.broker.group_routing import partition_for
 from groupstream.client.admin import Admin
 from support.apache_kafka import ApacheKafkaCluster
-from support.compat import Consumed, check_read_equals_acked
+from support.compat import Consumed, check_read_equals_acked, confluent_read
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_apache, pytest.mark.compat, pytest.mark.slow]

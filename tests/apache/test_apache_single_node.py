@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from apache_helpers import Feeder, confluent_read, create_topic, unique
+from apache_helpers import Feeder, create_topic, unique
 
 from groupstream import Consumer
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
-from support.compat import Consumed, check_read_equals_acked
+from support.compat import Consumed, check_read_equals_acked, confluent_read
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_apache, pytest.mark.compat, pytest.mark.slow]

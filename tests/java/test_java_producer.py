@@ -9,45 +9,17 @@ tests only prove that we agree with ourselves.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from group_harness import create_topic, unique
 from java_harness import Harness
 
 from support.brokers import BrokerProcess
-from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, make_records, position
+from support.compat import CODECS, Acked, Consumed, check_read_equals_acked, confluent_read, make_records
 
 pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
 
 PARTITIONS = 6
 RECORDS = 8000  # per codec
-
-
-def read_back(bootstrap: str, topic: str, expected: int) -> tuple[list[Consumed], dict[int, int]]:
-    """Everything in ``topic`` from offset 0 with confluent-kafka, then one short poll that must add nothing;
-    and the high watermarks."""
-    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"})
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(ConfluentTopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)
-        }
-        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        got: list[Consumed] = []
-        deadline = time.monotonic() + 60
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                assert m.error() is None, f"consume error: {m.error()}"
-                got.append(Consumed(*position(m), m.key(), m.value()))
-        got += [
-            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
-        ]
-        return got, ends
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -64,7 +36,7 @@ def test_java_idempotent_producer_read_back_exactly(
     assert [e["i"] for e in acks] == list(range(RECORDS)), "not every record acknowledged once"
     acked = [Acked(e["partition"], e["offset"], e["key"].encode(), e["value"].encode()) for e in acks]
     sent = make_records(codec, RECORDS)
-    consumed, ends = read_back(bs, topic, RECORDS)
+    consumed, ends = confluent_read(bs, topic, PARTITIONS, RECORDS)
     check_read_equals_acked(sent, acked, consumed, PARTITIONS, end_offsets=ends)
     # Java's consumer too: Fetch v17+ by topic id, its own decompression of what its producer compressed
     read = harness.call("read", bootstrap=bs, topic=topic, count=RECORDS)

@@ -9,6 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from support.waiting import wait_until
+
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TOTAL_RECORDS = 100_000
 PARTITIONS = 6
@@ -63,6 +68,44 @@ def position(msg: _HasPosition) -> tuple[int, int]:
     p, o = msg.partition(), msg.offset()
     assert p is not None and o is not None, f"message without a position: {p}, {o}"
     return p, o
+
+
+def confluent_read(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout_s: float = 60.0
+) -> tuple[list[Consumed], dict[int, int]]:
+    """Everything in ``topic`` from offset 0 with confluent-kafka (a reader that is not ours) until
+    ``expected`` records are read, plus one short poll that must add nothing (a record beyond the high
+    watermark would be a bug too); and the high watermarks, read first."""
+    consumer = ConfluentConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+    )
+    try:
+        tps = [ConfluentTopicPartition(topic, p) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+        consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[Consumed] = []
+
+        def read_all() -> bool:
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                assert m.error() is None, f"consume error: {m.error()}"
+                got.append(Consumed(*position(m), m.key(), m.value()))
+            return len(got) >= expected
+
+        wait_until(
+            read_all,
+            timeout_s,
+            f"confluent-kafka to read {expected} records of {topic}",
+            interval_s=0,  # each poll waits up to 0.5 s itself
+            explain=lambda: (
+                f"{len(got)} read, per partition {sorted(Counter(c.partition for c in got).items())}"
+            ),
+        )
+        got += [
+            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
+        ]
+        return got, ends
+    finally:
+        consumer.close()
 
 
 def unique_topic(prefix: str, scenario: object = "") -> str:
@@ -197,5 +240,3 @@ def expects_true_high_watermark(kind: str) -> bool:
     """Tansu 0.6.0 answers ListOffsets(latest) with a stale, too low offset (3701 after 5000 records acked
     in one partition), so the high-watermark check is only made against our broker."""
     return kind != "tansu"
-
-

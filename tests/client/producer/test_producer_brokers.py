@@ -31,11 +31,10 @@ from support.brokers import BrokerFactory, BrokerKind, BrokerProcess, free_port
 from support.compat import (
     CODECS,
     Acked,
-    Consumed,
     check_read_equals_acked,
+    confluent_read,
     expects_true_high_watermark,
     make_records,
-    position,
 )
 from support.waiting import wait_until
 
@@ -61,31 +60,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         return md is not None and md.error is None and len(md.partitions) == partitions
 
     wait_until(visible, 30, f"metadata to show {topic} with {partitions} partitions")
-
-
-def consume(
-    bootstrap: str, topic: str, partitions: int, expected: int
-) -> tuple[list[Consumed], dict[int, int]]:
-    """Everything in ``topic`` from offset 0 with confluent-kafka, plus one short poll that must add nothing."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
-    )
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        got: list[Consumed] = []
-        deadline = time.monotonic() + 120
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                assert m.error() is None, f"consume error: {m.error()}"
-                got.append(Consumed(*position(m), m.key(), m.value()))
-        got += [
-            Consumed(*position(m), m.key(), m.value()) for m in consumer.consume(10, 0.2) if m.error() is None
-        ]
-        return got, ends
-    finally:
-        consumer.close()
 
 
 def acked_of(futures: list[Future[RecordMetadata]], records: list[tuple[bytes, bytes]]) -> list[Acked]:
@@ -128,7 +102,7 @@ def test_each_codec_is_read_back_exactly_by_confluent(
     futures = [p.produce(topic, v, key=k) for k, v in records]
     assert p.flush(180) == 0
     acked = acked_of(futures, records)
-    consumed, ends = consume(broker.bootstrap, topic, PARTITIONS, len(records))
+    consumed, ends = confluent_read(broker.bootstrap, topic, PARTITIONS, len(records), timeout_s=120)
     check_read_equals_acked(
         records,
         acked,
@@ -169,7 +143,7 @@ def test_idempotent_produce_survives_kill9_and_restart(
     assert not errors, f"{len(errors)} records failed, e.g. {errors[:3]}"
     assert any("disconnected from node" in r.getMessage() for r in caplog.records)
     acked = acked_of(futures, records)
-    consumed, ends = consume(broker.bootstrap, topic, 3, len(records))
+    consumed, ends = confluent_read(broker.bootstrap, topic, 3, len(records), timeout_s=120)
     check_read_equals_acked(records, acked, consumed, 3, end_offsets=ends)
 
 
