@@ -49,6 +49,7 @@ LOG4J2_PROPERTIES = log4j2_console("WARN", stderr=True)
 # Kafka's tools, by the script names of its distribution.
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",

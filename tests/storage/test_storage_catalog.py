@@ -162,3 +162,28 @@ def test_enforce_retention_over_all_logs(tmp_path: Path) -> None:
     assert cat.enforce_retention(now_ms=1000) == 4
     assert all(log.log_start_offset == 2 for _, _, log in cat.logs())
     cat.close()
+
+
+def test_replacing_topic_configs_reaches_open_logs_and_survives_reopen(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path, LogConfig(retention_ms=7_000), now_ms=0)
+    cat.create_topic("t", 2, {"segment.bytes": "4096"})
+    open_log = cat.log("t", 1)
+
+    checked = cat.replace_topic_configs("t", {"retention.ms": "1000"}, validate_only=True)
+    assert dict(checked.configs) == {"retention.ms": "1000"}
+    assert dict(cat.topic("t").configs) == {"segment.bytes": "4096"} and open_log.config.retention_ms == 7_000
+
+    cat.replace_topic_configs("t", {"retention.ms": "1000"})
+    # the override replaces the old set whole: segment.bytes falls back to the default
+    assert (open_log.config.retention_ms, open_log.config.segment_bytes) == (1000, LogConfig().segment_bytes)
+    with pytest.raises(InvalidConfigError, match=r"retention\.ms"):
+        cat.replace_topic_configs("t", {"retention.ms": "soon"})
+    with pytest.raises(UnknownTopicError):
+        cat.replace_topic_configs("missing", {})
+    assert open_log.config.retention_ms == 1000
+    cat.close()
+
+    again = Catalog(tmp_path, LogConfig(retention_ms=7_000), now_ms=0)
+    assert dict(again.topic("t").configs) == {"retention.ms": "1000"}
+    assert again.log("t", 0).config.retention_ms == 1000
+    again.close()

@@ -265,6 +265,32 @@ class Catalog:
         self._grow(new, info.partitions, self._config_for(info.configs))
         return new
 
+    def replace_topic_configs(
+        self, name: str, configs: Mapping[str, str], validate_only: bool = False
+    ) -> TopicInfo:
+        """Make ``configs`` the topic's whole set of overrides (IncrementalAlterConfigs works out the new set
+        from the old one). They are checked as CreateTopics configs are (`InvalidConfigError`), the catalog is
+        committed, and only then does every open partition log of the topic take the new effective config:
+        all or nothing, so a disk that refuses the commit (`LogWriteError`) leaves the old overrides in force
+        on disk and in the logs. ``validate_only`` makes every check and changes nothing."""
+        self._check_open()
+        info = self.topic(name)
+        config = self._config_for(configs)
+        new = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs))
+        if validate_only:
+            return new
+        self._topics[name] = new
+        try:
+            self._save()
+        except OSError as exc:
+            self._topics[name] = info
+            raise LogWriteError(f"cannot change the configs of {name!r}: {exc.strerror or exc}") from exc
+        for p in range(info.partitions):
+            log = self._logs.get((name, p))
+            if log is not None:
+                log.config = config  # read afresh by each append, roll, retention pass and compaction
+        return new
+
     def delete_topic(self, name: str) -> TopicInfo:
         self._check_open()
         info = self.topic(name)

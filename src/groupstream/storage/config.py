@@ -68,6 +68,12 @@ PASSTHROUGH_PROPERTIES = frozenset(
     }
 )
 
+# The topic configs Kafka types as LIST (comma-separated): the only ones IncrementalAlterConfigs may APPEND to
+# or SUBTRACT from.
+LIST_PROPERTIES = frozenset(
+    {"cleanup.policy", "follower.replication.throttled.replicas", "leader.replication.throttled.replicas"}
+)
+
 
 def _bad(name: str, value: object, why: str) -> ValueError:
     return ValueError(f"invalid value {value!r} for configuration {name}: {why}")

@@ -1,4 +1,5 @@
-"""Metadata: one broker that leads every partition; topics auto-created on request when allowed."""
+"""Metadata and DescribeTopicPartitions: one broker that leads every partition (its only replica, always in sync,
+so no eligible leader replicas); topics auto-created on request (Metadata) when allowed."""
 
 from __future__ import annotations
 
@@ -83,3 +84,63 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
         controller_id=node,
         topics=topics_out,
     )
+
+
+# Kafka's max.request.partition.size.limit: the most partitions one DescribeTopicPartitions answer holds.
+MAX_PARTITIONS_PER_ANSWER = 2000
+
+
+@handles("DescribeTopicPartitions")
+def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
+    """The topics asked for (every topic when none is named), sorted by name, from the cursor's topic and
+    partition on, at most ``response_partition_limit`` partitions; ``next_cursor`` names the first partition
+    left out. A named topic that does not exist is answered with an error, as Kafka does; with every topic
+    asked for there is none."""
+    R = request.api.Response
+    T = R.DescribeTopicPartitionsResponseTopic
+    P = T.DescribeTopicPartitionsResponsePartition
+    req = request.body
+    node = broker.config.node_id
+    catalog = broker.catalog
+    cursor = req.cursor
+    first_name = cursor.topic_name if cursor is not None else ""
+    every_topic = not req.topics
+    if every_topic:
+        names = sorted(t.name for t in catalog.topics() if t.name >= first_name)
+    else:
+        names = sorted({t.name for t in req.topics if t.name >= first_name})
+    if (cursor is not None and not every_topic and cursor.topic_name not in names) or (
+        cursor is not None and cursor.partition_index < 0
+    ):
+        # Kafka refuses the whole request: each topic asked for carries the error.
+        return R(throttle_time_ms=0, next_cursor=None, topics=[
+            T(error_code=ErrorCode.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
+            for t in req.topics])  # fmt: skip
+    remaining = max(min(MAX_PARTITIONS_PER_ANSWER, req.response_partition_limit), 1)
+    topics_out = []
+    next_cursor = None
+    for name in names:
+        if remaining == 0:  # the previous topic filled the answer: the next one starts the next answer
+            next_cursor = R.Cursor(topic_name=name, partition_index=0)
+            break
+        topic = catalog.get_topic(name)
+        if topic is None:
+            if not every_topic:
+                code = describe_topic_error(name)
+                topics_out.append(T(error_code=code if code != ErrorCode.NONE else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    name=name, topic_id=ZERO_UUID, is_internal=is_internal(name), partitions=[]))  # fmt: skip
+            continue
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        end = min(topic.partitions, first + remaining)
+        partitions = [
+            P(error_code=0, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
+              isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
+            for p in range(first, end)
+        ]  # fmt: skip
+        topics_out.append(T(error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=is_internal(topic.name),
+                            partitions=partitions))  # fmt: skip
+        if end < topic.partitions:
+            next_cursor = R.Cursor(topic_name=topic.name, partition_index=end)
+            break
+        remaining -= len(partitions)
+    return R(throttle_time_ms=0, topics=topics_out, next_cursor=next_cursor)

@@ -42,6 +42,7 @@ _MODULES = (
     "describe_cluster",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "describe_topic_partitions",
     "elect_leaders",
     "sasl_handshake",
     "sasl_authenticate",
