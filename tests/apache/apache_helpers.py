@@ -36,6 +36,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
 
 
+def filled_topic(bootstrap: str, partitions: int, records: int) -> str:
+    """A new topic (``create_topic``) holding ``records`` records round-robin over its partitions (value
+    ``v<i>``, key ``k<i>``), written by our Producer, which sends each partition's records to its leader."""
+    topic = unique("filled")
+    create_topic(bootstrap, topic, partitions)
+    with Producer({"bootstrap.servers": bootstrap, "acks": "all"}) as p:
+        for i in range(records):
+            p.produce(topic, b"v%d" % i, key=b"k%d" % i, partition=i % partitions)
+        assert p.flush(60) == 0, f"{topic}: records not acknowledged after 60 s"
+    return topic
+
+
 class Feeder(threading.Thread):
     """Our idempotent ``acks=all`` Producer writing keyed, uniquely valued records, ``chunk`` every
     ``pace_s`` seconds, until ``stop()``; then it flushes. ``sent`` and the futures are in send order."""

@@ -7,18 +7,21 @@
 - groups of our consumers (classic protocol, eager range and cooperative-sticky) split the partitions,
   rebalance when members come and go, and consume every record exactly once with commits on revocation;
 - KIP-822: a paused partition that stays assigned across a rebalance stays paused.
+- a regular-expression subscription (classic: matched in the client) picks up a matching topic created later.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from groupstream import Consumer
+from groupstream import Consumer, Producer
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.consumer.errors import NoOffsetForPartitionError, PartitionNotAssignedError
@@ -257,8 +260,12 @@ def test_kip822_paused_partitions_stay_paused_across_a_rebalance(bs: str, strate
     paused_partitions_stay_paused_across_a_rebalance(bs, classic(strategy))
 
 
-def paused_partitions_stay_paused_across_a_rebalance(bs: str, settings: dict[str, Any]) -> None:
-    topic = new_topic(bs, 4, 400)
+def paused_partitions_stay_paused_across_a_rebalance(
+    bs: str, settings: dict[str, Any], topic_with: Callable[[str, int, int], str] = new_topic
+) -> None:
+    """``topic_with(bs, partitions, records)`` makes the topic (a cluster of several nodes needs a producer that
+    finds each partition's leader)."""
+    topic = topic_with(bs, 4, 400)
     group = f"g-{uuid.uuid4().hex[:6]}"
     conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest", **settings}
     first = Consumer(conf)
@@ -288,6 +295,42 @@ def paused_partitions_stay_paused_across_a_rebalance(bs: str, settings: dict[str
             second.close()
     finally:
         first.close()
+
+
+def test_a_classic_regex_subscription_is_resolved_in_the_client_and_picks_up_new_topics(bs: str) -> None:
+    regex_subscription_picks_up_new_topics(bs, classic("cooperative-sticky"))
+
+
+def regex_subscription_picks_up_new_topics(bs: str, settings: dict[str, Any], timeout_s: float = 30) -> None:
+    """A pattern subscription owns the partitions of the matching topics only, and a matching topic created
+    later is assigned and read from. The classic protocol matches the pattern in the client against each
+    metadata refresh (every second here); the ``consumer`` protocol sends it to the broker
+    (SubscribedTopicRegex), which matches it again when topics appear or its refresh interval passes."""
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    first, later = f"{prefix}-a", f"{prefix}-b"
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(first, 2), NewTopic(f"other{prefix}", 1)])
+    listener = Recorder()
+    conf = {"bootstrap.servers": bs, "group.id": f"g-{prefix}", "auto.offset.reset": "earliest",
+            "metadata.max.age.ms": 1000, **settings}  # fmt: skip
+    with Consumer(conf) as c:
+        c.subscribe(re.compile(rf"{prefix}-.*"), listener=listener)
+        read: list[tuple[str, int, bytes | None]] = []
+
+        def owned() -> set[tuple[str, int]]:
+            read.extend((r.topic, r.partition, r.value) for r in c.poll(0.2))
+            return {(tp.topic, tp.partition) for tp in listener.owned}
+
+        wait_until(lambda: owned() == {(first, 0), (first, 1)}, timeout_s, "the matching topic's partitions")
+        with Admin({"bootstrap.servers": bs}) as admin:
+            admin.create_topics([NewTopic(later, 1)])
+        with Producer({"bootstrap.servers": bs}) as p:
+            p.produce(later, b"found", partition=0)
+            assert p.flush(20) == 0, f"the record for {later} was not acknowledged"
+        wait_until(lambda: (later, 0) in owned(), timeout_s, "the new matching topic to be assigned")
+        wait_until(lambda: bool(owned()) and (later, 0, b"found") in read, timeout_s, "its record to be read")
+        assert owned() == {(first, 0), (first, 1), (later, 0)}
+        assert {t for t, _p, _v in read} == {later}, f"read from {sorted({t for t, _p, _v in read})}"
 
 
 def test_poll_arrow_gives_sparks_kafka_columns(groupstream_broker: BrokerProcess) -> None:

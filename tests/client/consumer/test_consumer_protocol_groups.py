@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 import time
 import uuid
 from typing import Any
@@ -21,16 +20,14 @@ from typing import Any
 import pytest
 from test_consumer_brokers import (
     Member,
-    Recorder,
     classic,
     group_splits_rebalances_and_consumes_everything_once,
     kip848,
     new_topic,
     paused_partitions_stay_paused_across_a_rebalance,
+    regex_subscription_picks_up_new_topics,
 )
 
-from groupstream import Consumer
-from groupstream.client.admin import Admin, NewTopic
 from support.brokers import KIP848_TEST_SETTINGS, BrokerProcess
 from support.feed import Feed
 from support.waiting import wait_until
@@ -99,22 +96,6 @@ def test_partitions_that_stay_keep_flowing_during_a_rebalance(
 
 
 def test_a_regex_subscription_is_resolved_by_the_broker_and_picks_up_new_topics(kip848_broker: BrokerProcess) -> None:
-    """With the ``consumer`` protocol the pattern goes to the broker (SubscribedTopicRegex), which matches it
-    against the topics again every ``group.consumer.regex.refresh.interval.ms``: a topic created later joins."""
-    bs = kip848_broker.bootstrap
-    prefix = f"rx{uuid.uuid4().hex[:6]}"
-    with Admin({"bootstrap.servers": bs}) as admin:
-        admin.create_topics([NewTopic(f"{prefix}-a", 2), NewTopic(f"other{prefix}", 1)])
-    listener = Recorder()
-    with Consumer({"bootstrap.servers": bs, "group.id": f"g-{prefix}", **kip848("uniform")}) as c:
-        c.subscribe(re.compile(rf"{prefix}-.*"), listener=listener)
-
-        def owned() -> set[tuple[str, int]]:
-            c.poll(0.2)
-            return {(tp.topic, tp.partition) for tp in listener.owned}
-
-        wait_until(lambda: owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1)}, 30, "the matching topic's partitions")
-        with Admin({"bootstrap.servers": bs}) as admin:
-            admin.create_topics([NewTopic(f"{prefix}-b", 1)])
-        wait_until(lambda: (f"{prefix}-b", 0) in owned(), 30, "the new matching topic to be assigned")
-        assert owned() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0)}
+    """The pattern goes to the broker (SubscribedTopicRegex), which matches it against the topics again every
+    ``group.consumer.regex.refresh.interval.ms`` (1 s on the test broker): a topic created later joins."""
+    regex_subscription_picks_up_new_topics(kip848_broker.bootstrap, kip848("uniform"))
