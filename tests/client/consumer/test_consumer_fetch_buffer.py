@@ -67,6 +67,25 @@ def test_drain_moves_positions_and_respects_max_records() -> None:
         assert offsets == sorted(offsets)
 
 
+def test_a_fetch_of_only_control_records_moves_a_position_with_nothing_buffered() -> None:
+    """Else a reader waiting for its position to reach the end of a range that ends on a transaction marker
+    would wait forever: no record is ever returned to move it."""
+    buf = FetchBuffer()
+    buf.assign([A, B])
+    buf.seek(A, 10)
+    buf.seek(B, 0)
+    buf.fetchable(1000)
+    assert fetched(buf, A, 10, 10, next_offset=12)  # the marker at 10 and 11, dropped by the fetcher
+    assert buf.position(A) == 12 and buf.fetch_position(A) == 12
+    fetched(buf, B, 0, 5)
+    buf.fetchable(1000)
+    assert fetched(buf, B, 5, 5, next_offset=7)  # records 0..4 still buffered: the position waits for them
+    assert buf.position(B) == 0
+    assert [r.offset for r in buf.drain(100)] == [0, 1, 2, 3, 4]
+    assert buf.position(B) == 7
+    assert not buf.has_work()
+
+
 def test_paused_partitions_keep_their_records_but_poll_skips_them() -> None:
     buf = FetchBuffer()
     buf.assign([A, B])

@@ -31,7 +31,9 @@ from groupstream.client.consumer.fetch_buffer import FetchBuffer
 from groupstream.client.consumer.fetcher import Fetcher
 from groupstream.client.consumer.offsets_manager import EARLIEST, LATEST, OffsetsManager
 from groupstream.client.consumer.records import ConsumerRecord, ConsumerRecords
+from groupstream.client.consumer.topic_lookup import TopicLookups
 from groupstream.client.errors import ClientError
+from groupstream.client.metadata import ClusterMetadata
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_client import NetworkClient
 from groupstream.client.net.network_thread import EventTimeoutError, NetworkThread, monotonic_ms
@@ -82,7 +84,8 @@ class Consumer:
         managers: list[Any] = [self._core]
         if locator is not None and commits is not None:
             managers += [locator, commits]
-        managers += [self._offsets, fetcher]
+        self._topic_lookups = TopicLookups(net.retry_backoff_ms)
+        managers += [self._offsets, fetcher, self._topic_lookups]
         client = NetworkClient(net, self._metadata, monotonic_ms)
         self._thread = NetworkThread(client, managers, self._core.process, name=f"groupstream-consumer-{net.client_id}")
         self._thread.start()
@@ -157,13 +160,22 @@ class Consumer:
 
         self._call(go)
 
-    def assign(self, partitions: Partitions) -> None:
+    def assign(self, partitions: Partitions, *, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None) -> None:
         """Own exactly ``partitions``, outside any group (positions: committed offsets of ``group.id`` if set,
-        else ``auto.offset.reset``)."""
+        else ``auto.offset.reset``). ``offsets`` starts some of them there, as ``seek`` would, but with no offset
+        lookup in between: with ``auto.offset.reset=none`` an assign followed by a seek could fail first."""
         parts = frozenset(_tp(p) for p in partitions)
+        starts = {_tp(p): int(o) for p, o in (offsets or {}).items()}
+        for tp, offset in starts.items():
+            if tp not in parts:
+                raise PartitionNotAssignedError(f"assign() was given an offset for {tp}, which it does not assign")
+            if offset < 0:
+                raise ValueError(f"assign() needs offsets >= 0, got {offset} for {tp}")
 
         def go(now: int, future: Future[Any]) -> None:
             self._core.assign(parts, now)
+            for tp, offset in starts.items():
+                self._buffer.seek(tp, offset)
             future.set_result(None)
 
         self._call(go)
@@ -327,6 +339,17 @@ class Consumer:
                 raise ValueError(f"offsets_for_times() needs timestamps >= 0, got {ts} for {tp}")
         found = self._lookup(wanted, timeout)
         return {tp: (found[tp] if tp in found and found[tp][0] >= 0 else None) for tp in sorted(wanted)}
+
+    def describe_topics(self, topics: Iterable[str] | None = None, timeout: float | None = None) -> ClusterMetadata:
+        """The cluster's brokers and ``topics`` (None: every topic) with their ids, partitions and leaders, asked
+        of a broker now rather than read from the consumer's cache: for a caller that must know whether a topic
+        still exists, and whether it is still the topic it was (its id). A topic that does not exist is in the
+        answer with its error code (UNKNOWN_TOPIC_OR_PARTITION); none is created."""
+        names = None if topics is None else tuple(sorted(set(topics)))
+        timeout_ms = self.config.default_api_timeout_ms if timeout is None else int(timeout * 1000)
+        return self._call(  # type: ignore[no-any-return]
+            lambda now, f: self._topic_lookups.lookup(names, now, timeout_ms, self._settle(f)), timeout
+        )
 
     # --- commits ---------------------------------------------------------------------------------------------------
 

@@ -213,6 +213,11 @@ class FetchBuffer:
                     self._wakeup_deferred = True
                 else:
                     self._cond.notify_all()
+            elif fetch.next_offset > fetch.fetch_offset:  # only control records or a gap: no record for poll
+                if part.fetches:
+                    part.fetches.append(fetch)  # drain moves the position past it once it gets there
+                elif part.position == fetch.fetch_offset:
+                    part.position = fetch.next_offset
             return True
 
     def wake_pollers(self) -> None:
