@@ -23,6 +23,7 @@ from groupstream.broker.listener import Acceptor, ConnectionLimits, ConnectionTa
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from groupstream.broker.producer_ids import ProducerIdAllocator
 from groupstream.broker.purgatory import FetchPurgatory
+from groupstream.broker.rate_limited_log import RateLimitedLog
 from groupstream.broker.security_handlers import SECURITY_HANDLERS
 from groupstream.broker.server import ANONYMOUS, KafkaConnection
 from groupstream.protocol.compiler import CompiledApi
@@ -96,6 +97,8 @@ class Broker:
         self.acceptors: list[Acceptor] = []
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
+        self.storage_warnings = RateLimitedLog(logging.getLogger("groupstream.broker.produce"), logging.WARNING)
+        """Produce refused by the disk: a full disk refuses every produce, and the log must not fill the rest."""
 
     @staticmethod
     def now_ms() -> int:
@@ -224,6 +227,7 @@ class Broker:
         await self.cleaner.close()
         await self.flusher.close()
         self.catalog.close()
+        self.storage_warnings.close()
         self.dir_lock.release()
         log.info("groupstream broker stopped cleanly")
 

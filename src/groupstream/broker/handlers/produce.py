@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
@@ -124,7 +123,11 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
         whole = "segment.bytes" in str(e)
         return (ErrorCode.RECORD_LIST_TOO_LARGE if whole else ErrorCode.MESSAGE_TOO_LARGE), -1, str(e)
     except LogWriteError as e:  # nothing was written: the log is as before, the client retries
-        _warn_storage(plog.name, e)
+        why = f"{plog.name}: {e}"
+        broker.storage_warnings.note(
+            lambda: f"produce to {why} (answered KAFKA_STORAGE_ERROR)",
+            lambda n: f"{n} more produce requests answered KAFKA_STORAGE_ERROR in the last minute, the latest to {why}",
+        )
         return ErrorCode.KAFKA_STORAGE_ERROR, -1, str(e)
     if isinstance(outcome, ps.Duplicate):
         return ErrorCode.NONE, outcome.base_offset, None
@@ -136,19 +139,6 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
         return ErrorCode.UNKNOWN_PRODUCER_ID, -1, None
     broker.purgatory.notify((plog.topic, plog.partition), len(data))
     return ErrorCode.NONE, outcome.base_offset, None
-
-
-_last_warning: dict[str, float] = {}
-_WARN_EVERY_S = 60.0
-
-
-def _warn_storage(partition: str, error: Exception) -> None:
-    """One warning per partition a minute: a full disk refuses every produce, and the log must not fill
-    the rest of it (or the operator's terminal) while it does."""
-    now = time.monotonic()
-    if now - _last_warning.get(partition, -_WARN_EVERY_S) >= _WARN_EVERY_S:
-        _last_warning[partition] = now
-        log.warning("produce to %s answered KAFKA_STORAGE_ERROR: %s", partition, error)
 
 
 def _storage_error(index: int, PR: Any, error: Exception) -> Any:
