@@ -1,51 +1,20 @@
-"""What the Apache Kafka test modules share: topics with every replica in sync, and a feeder thread that keeps
-our idempotent producer writing while nodes die and leaderships move. (The independent reader of what a topic
-holds, confluent-kafka, is ``support.compat.confluent_read``.)"""
+"""What the Apache Kafka test modules share: topics with every replica in sync (``support.cluster_topics``,
+which the Spark tests on the cluster use too), and a feeder thread that keeps our idempotent producer writing
+while nodes die and leaderships move. (The independent reader of what a topic holds, confluent-kafka, is
+``support.compat.confluent_read``.)"""
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import Counter
 from concurrent.futures import Future
 
 from groupstream import Producer
-from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.producer import RecordMetadata
+from support.cluster_topics import create_topic, filled_topic, unique
 from support.compat import Acked
-from support.waiting import wait_until
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """With the cluster's default replication factor (3), visible with leaders and full ISRs everywhere."""
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, partitions)])
-
-        def ready() -> bool:
-            t = admin.list_topics().get(topic)
-            return (
-                t is not None
-                and t.partition_count == partitions
-                and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in t.partitions)
-            )
-
-        wait_until(ready, 30, f"topic {topic} with {partitions} led, in-sync partitions")
-
-
-def filled_topic(bootstrap: str, partitions: int, records: int) -> str:
-    """A new topic (``create_topic``) holding ``records`` records round-robin over its partitions (value
-    ``v<i>``, key ``k<i>``), written by our Producer, which sends each partition's records to its leader."""
-    topic = unique("filled")
-    create_topic(bootstrap, topic, partitions)
-    with Producer({"bootstrap.servers": bootstrap, "acks": "all"}) as p:
-        for i in range(records):
-            p.produce(topic, b"v%d" % i, key=b"k%d" % i, partition=i % partitions)
-        assert p.flush(60) == 0, f"{topic}: records not acknowledged after 60 s"
-    return topic
+__all__ = ["Feeder", "create_topic", "filled_topic", "unique"]
 
 
 class Feeder(threading.Thread):
@@ -114,3 +83,4 @@ class Feeder(threading.Thread):
         assert self.left_unflushed == 0, f"{self.left_unflushed} records not acknowledged after the flush"
         dup = [pos for pos, n in Counter((md.partition, md.offset) for md in self.done).items() if n > 1]
         assert not dup, f"positions acknowledged twice: {dup[:5]}"
+
