@@ -8,6 +8,9 @@ the leader of its partition, and the stream's group commits go to the group's co
   start; once caught up the group's offsets are the log ends.
 - The sink writes rows that an independent reader (confluent-kafka) reads back exactly, each partition's
   offsets from 0 with no gap and its high watermark the number of rows written there.
+- A region of two pipeline instances (``groupstream pipeline run --until-caught-up``, ``[region] instances =
+  2``; the scenario of ``test_spark_region``) shares one group on the cluster and writes every record to its
+  table once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import pytest
 from spark_kit import source
+from test_spark_region import region_of_two_until_caught_up
 
 from groupstream.client.admin import Admin
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
@@ -171,3 +175,8 @@ def test_the_sink_writes_rows_an_independent_reader_reads_back_exactly(spark: An
     for p, n in per_partition.items():
         assert sorted(o for q, o in positions if q == p) == list(range(n)), f"partition {p}: offsets not 0..{n - 1}"
         assert ends[p] == n, f"partition {p}: high watermark {ends[p]}, {n} rows written there"
+
+
+@pytest.mark.slow
+def test_a_region_of_two_pipeline_instances_writes_every_record_once(apache_cluster: Cluster, tmp_path: Path) -> None:
+    region_of_two_until_caught_up(apache_cluster.bootstrap, tmp_path)

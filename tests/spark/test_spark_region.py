@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from spark_kit import new_topic, run_cli
 
+from groupstream import Producer
 from groupstream.client.admin import Admin
-from groupstream.client.lite import ProducerRecord, produce
 from groupstream.region.ledger import OffsetLedger
 from support.brokers import BrokerProcess, groupstream_command
 from support.feed import Feed
@@ -193,10 +193,19 @@ def _check_contiguous_ranges(instances: list[Instance], ends: dict[tuple[str, in
 
 
 def test_pipeline_run_instances_starts_a_region_that_stops_once_caught_up(broker: BrokerProcess, tmp_path: Path) -> None:
-    bs = broker.bootstrap
+    region_of_two_until_caught_up(broker.bootstrap, tmp_path)
+
+
+def region_of_two_until_caught_up(bs: str, tmp_path: Path) -> None:
+    """``pipeline run --until-caught-up`` of a ``[region] instances = 2`` pipeline over 2000 keyed records on 4
+    partitions: both instances run as members of the region and stop once it has caught up, and the table
+    holds each record once. The records are written by our Producer, which finds each partition's leader on
+    a cluster of several nodes."""
     topic = new_topic(bs, 4, prefix="region-n")
-    with Admin({"bootstrap.servers": bs}) as admin:
-        produce(admin.connection, topic, [ProducerRecord(b"n%05d" % i, b"k%d" % i) for i in range(2000)])
+    with Producer({"bootstrap.servers": bs, "acks": "all"}) as producer:
+        for i in range(2000):
+            producer.produce(topic, b"n%05d" % i, key=b"k%d" % i)
+        assert producer.flush(60) == 0, f"{topic}: records not acknowledged after 60 s"
     (tmp_path / "p.toml").write_text(f'''
 [source]
 topic = "{topic}"
