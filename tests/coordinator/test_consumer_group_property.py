@@ -469,7 +469,7 @@ def _check_described(w: World) -> None:
             member = group.members[m.member_id]
             assert m.member_epoch == member.epoch
             for shown, held in (
-                (m.assignment, member.assignment.assigned),
+                (m.assignment, member.assignment.holds()),  # with what it has yet to revoke, as Kafka
                 (m.target_assignment, group.targets.get(m.member_id, frozenset())),
             ):
                 assert {(t.topic_id, p) for t in shown.topic_partitions for p in t.partitions} == held

@@ -114,7 +114,7 @@ class ConsumerGroupAdmin:
             if isinstance(metadata, TopicIdsView):
                 # A member may still hold partitions of a topic nobody subscribes to any more (it has not
                 # revoked them yet): the group's metadata has forgotten the name, the broker's has not.
-                held = {t for m in group for t, _ in m.assignment.assigned}
+                held = {t for m in group for t, _ in m.assignment.holds()}
                 held.update(t for partitions in group.targets.values() for t, _ in partitions)
                 for topic_id in held - names.keys():
                     name = metadata.topic_name(topic_id)
@@ -126,8 +126,8 @@ class ConsumerGroupAdmin:
                     member_id=m.member_id, instance_id=m.instance_id, rack_id=m.metadata.rack_id,
                     member_epoch=m.epoch, client_id=m.metadata.client_id, client_host=m.metadata.client_host,
                     subscribed_topic_names=list(m.metadata.subscribed_topics),
-                    subscribed_topic_regex=m.metadata.subscribed_regex,
-                    assignment=_assignment(G, names, m.assignment.assigned),
+                    subscribed_topic_regex=m.metadata.subscribed_regex or "",
+                    assignment=_assignment(G, names, m.assignment.holds()),
                     target_assignment=_assignment(G, names, group.targets.get(m.member_id, frozenset())),
                     member_type=_CONSUMER_MEMBER_TYPE,
                 )

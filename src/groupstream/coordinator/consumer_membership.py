@@ -503,6 +503,11 @@ class ConsumerMembership:
         if is_catalog(topics):
             self._update_subscriptions(op, change, topics)
         change.records.append(group_epoch_record(group.group_id, group.epoch + 1, group.creation_time_ms))
+        if not change.members:
+            # The last member is gone: an empty group's target assignment is the (empty) one of its epoch,
+            # so its assignment epoch catches up (Kafka 4.4, KAFKA-20442: ConsumerGroupDescribe shows both
+            # epochs equal for an empty group).
+            change.records.append(target_epoch_record(group.group_id, group.epoch + 1, op.now_ms))
         for record in change.records:
             op.write(record)
         op.cancel(consumer_session_key(group.group_id, member_id))
