@@ -104,6 +104,10 @@ def test_a_data_source_spark_cannot_find_names_the_python_it_runs(broker: Broker
     (tmp_path / "transform.py").write_text(TRANSFORM)
     (tmp_path / "p.toml").write_text(PIPELINE.format(topic="t", group="g"))
     env = dict(os.environ, PYSPARK_PYTHON=str(base), SPARK_LOCAL_IP="127.0.0.1", COLUMNS="200")
+    # The session fixture of earlier tests set PYSPARK_DRIVER_PYTHON in this process; Spark plans Python data
+    # sources (and, in local mode, runs every Python worker) with it when set, which would find groupstream
+    # and run the pipeline for ever instead.
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
     proc = subprocess.run([*groupstream_command(), "pipeline", "run", "p.toml", "--bootstrap-server", broker.bootstrap],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
