@@ -46,12 +46,13 @@ def wait_for(condition: object, timeout_s: float, what: str) -> None:
 def run_shape(bs: str, workdir: Path, members: int, partitions: int, records: int, seconds: float,
               period_ms: int) -> tuple[float, float, int]:  # fmt: skip
     from groupstream.client.admin import Admin, NewTopic
-    from groupstream.client.lite import produce
+    from groupstream.client.producer import Producer
 
     topic, group, region = f"bench-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}", f"r{uuid.uuid4().hex[:6]}"
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics([NewTopic(topic, partitions)])
-        produce(admin.connection, topic, [b"x" * 100] * records)
+    with Producer({"bootstrap.servers": bs}) as producer:
+        producer.produce_batch(topic, [(None, b"x" * 100)] * records).result(60)
     common = ["--bootstrap-server", bs, "--region", region, "--group", group, "--reset-timeout-ms", "20000"]
     cmd = [*groupstream_command(), "region"]
     logs = workdir / region

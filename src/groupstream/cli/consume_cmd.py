@@ -2,7 +2,9 @@
 
 Like Kafka's console consumer it starts at the end unless told ``--from-beginning`` or ``--offset N``; unlike
 it, it exits once every partition is read to its high watermark, unless ``--follow``. Records go to stdout,
-one per line; the closing count goes to stderr so stdout can be piped.
+one per line; the closing count goes to stderr so stdout can be piped. Records are read by our `Consumer`
+(assigned, seeked, polled: the fetch path every application uses); the Admin checks the topic and finds the
+offsets to start and, without ``--follow``, to stop at (each partition's end when the command started).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from typing import Any
 
 from groupstream.cli.common import add_bootstrap, non_negative_int, open_admin, positive_int, stderr
 from groupstream.cli.errors import UserError
-from groupstream.client.lite import ConsumedRecord, fetch_partitions
+from groupstream.client.consumer.consumer import Consumer
+from groupstream.client.consumer.records import ConsumerRecord
+
+_POLL_S = 0.5  # how long one poll waits for records; the loop checks its ends between polls
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,23 +54,47 @@ def run(args: argparse.Namespace) -> int:
                     f"topic {args.topic!r} has {len(available)} partition{'s' if len(available) != 1 else ''} "
                     f"(0-{len(available) - 1}); there is no partition {missing[0]}"
                 )
-        starts = _start_offsets(admin, args, partitions)
-        out = sys.stdout
-        count = 0
-        for rec in fetch_partitions(admin.connection, args.topic, starts, args.max_messages,
-                                    stop_at_end=not args.follow):
-            out.write(_format(args, rec))
-            out.write("\n")
-            count += 1
-            if args.follow:
-                out.flush()
-        out.flush()
+        starts, ends = _start_offsets(admin, args, partitions)
+    count = _consume(args, starts, ends)
     stderr.print(f"consumed {count} record{'s' if count != 1 else ''} from {args.topic!r} "
                  f"(partition{'s' if len(partitions) != 1 else ''} {', '.join(map(str, partitions))})")
     return 0
 
 
-def _start_offsets(admin: Any, args: argparse.Namespace, partitions: list[int]) -> dict[int, int]:
+def _consume(args: argparse.Namespace, starts: dict[int, int], ends: dict[int, int]) -> int:
+    """Print records from ``starts`` until every partition reached its end in ``ends`` (or for ever with
+    ``--follow``), at most ``--max-messages``; returns how many were printed."""
+    out = sys.stdout
+    count = 0
+    topic = args.topic
+    config = {"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli", "enable.auto.commit": False}
+    with Consumer(config) as consumer:
+        consumer.assign([(topic, p) for p in starts])
+        for p, offset in starts.items():
+            consumer.seek((topic, p), offset)
+        open_parts = {p for p in starts if args.follow or starts[p] < ends[p]}
+        while open_parts:
+            for rec in consumer.poll(_POLL_S):
+                if not args.follow and rec.offset >= ends[rec.partition]:
+                    continue  # written after the command started: the next run's
+                out.write(_format(args, rec))
+                out.write("\n")
+                count += 1
+                if args.max_messages is not None and count >= args.max_messages:
+                    out.flush()
+                    return count
+            if args.follow:
+                out.flush()
+            else:
+                open_parts = {p for p in open_parts if consumer.position((topic, p)) < ends[p]}
+    out.flush()
+    return count
+
+
+def _start_offsets(
+    admin: Any, args: argparse.Namespace, partitions: list[int]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Where each partition starts, and where it ends now."""
     topic = args.topic
     earliest = admin.list_offsets({(topic, p): "earliest" for p in partitions})
     latest = admin.list_offsets({(topic, p): "latest" for p in partitions})
@@ -79,7 +108,7 @@ def _start_offsets(admin: Any, args: argparse.Namespace, partitions: list[int]) 
             starts[p] = args.offset
         else:
             starts[p] = lo if args.from_beginning else hi
-    return starts
+    return starts, {p: latest[(topic, p)].offset for p in partitions}
 
 
 def _text(data: bytes | None) -> str:
@@ -95,7 +124,7 @@ def _json_bytes(data: bytes | None) -> dict[str, Any]:
         return {"_base64": base64.b64encode(data).decode("ascii")}
 
 
-def _format(args: argparse.Namespace, rec: ConsumedRecord) -> str:
+def _format(args: argparse.Namespace, rec: ConsumerRecord) -> str:
     if args.format == "text":
         value = _text(rec.value)
         return f"{_text(rec.key)}{args.key_separator}{value}" if args.print_key else value

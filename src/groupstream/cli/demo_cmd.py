@@ -34,11 +34,10 @@ from rich.table import Table
 
 from groupstream.broker.config import BrokerConfig
 from groupstream.cli.common import positive_int, stderr, stdout
-from groupstream.cli.demo_data import page_views
+from groupstream.cli.demo_data import PageView, page_views
 from groupstream.cli.errors import UserError
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.errors import KafkaError
-from groupstream.client.lite import ProducerRecord
 
 TOPIC = "page-views"
 PARTITIONS = 4
@@ -97,7 +96,7 @@ def _broker(args: argparse.Namespace) -> Iterator[str]:
         yield broker.bootstrap
 
 
-def _events(args: argparse.Namespace) -> list[ProducerRecord]:
+def _events(args: argparse.Namespace) -> list[PageView]:
     from groupstream.spark.page_views import END_PAGE, WATERMARK_MS, WINDOW_MS
 
     now = time.time_ns() // 1_000_000
@@ -105,7 +104,7 @@ def _events(args: argparse.Namespace) -> list[ProducerRecord]:
     last = max(json.loads(e.value or b"{}")["ts"] for e in events)
     marker_ts = last + WATERMARK_MS + 2 * WINDOW_MS
     marker = {"event_id": "end", "user_id": "", "page": END_PAGE, "ts": marker_ts}
-    events.append(ProducerRecord(json.dumps(marker).encode(), b"end", timestamp_ms=marker_ts))
+    events.append(PageView(json.dumps(marker).encode(), b"end", marker_ts))
     return events
 
 
@@ -136,7 +135,7 @@ def _spark(master: str) -> Any:
     return spark_session(master, "groupstream-demo")
 
 
-def _feed(bootstrap: str, events: list[ProducerRecord], rate: int, done: threading.Event,
+def _feed(bootstrap: str, events: list[PageView], rate: int, done: threading.Event,
           sent: list[int], failures: list[BaseException]) -> None:
     """Send the events at about ``rate`` per second, as a live site would, then the end marker."""
     from groupstream.client.producer import Producer
@@ -165,7 +164,7 @@ def _feed(bootstrap: str, events: list[ProducerRecord], rate: int, done: threadi
         done.set()
 
 
-def _run_pipeline(spark: Any, bootstrap: str, events: list[ProducerRecord], args: argparse.Namespace) -> tuple[
+def _run_pipeline(spark: Any, bootstrap: str, events: list[PageView], args: argparse.Namespace) -> tuple[
     list[Any], dict[int, tuple[int, int]]
 ]:
     from groupstream.spark.page_views import expected_counts, page_view_counts
@@ -241,7 +240,7 @@ def _count_rows(spark: Any, out: Path) -> int:
     return int(spark.read.parquet(str(out)).count())
 
 
-def _page_times(events: list[ProducerRecord]) -> Iterator[tuple[str, int]]:
+def _page_times(events: list[PageView]) -> Iterator[tuple[str, int]]:
     for e in events:
         event = json.loads(e.value or b"{}")
         yield event["page"], event["ts"]
@@ -255,7 +254,7 @@ def _lag(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {p: (lag[(TOPIC, p)].committed if (TOPIC, p) in lag else -1, ends[(TOPIC, p)]) for p in range(PARTITIONS)}
 
 
-def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[ProducerRecord], seconds: float) -> bool:
+def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[PageView], seconds: float) -> bool:
     from groupstream.spark.page_views import expected_counts
 
     expected = expected_counts(_page_times(events))

@@ -8,8 +8,16 @@ import itertools
 import json
 import random
 from collections.abc import Iterator
+from typing import NamedTuple
 
-from groupstream.client.lite import ProducerRecord
+
+class PageView(NamedTuple):
+    """One event as the demo produces it (the arguments of ``Producer.produce``)."""
+
+    value: bytes
+    key: bytes
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 PAGES = (
     "/", "/pricing", "/docs", "/docs/quickstart", "/docs/consumer-groups", "/docs/spark", "/blog",
@@ -26,7 +34,7 @@ LATE_FRACTION = 0.03
 
 def page_views(
     count: int, seed: int, start_ms: int, users: int = 5000, max_late_ms: int = 90_000
-) -> Iterator[ProducerRecord]:
+) -> Iterator[PageView]:
     rng = random.Random(seed)
     ts = start_ms
     source = (("source", b"groupstream-demo"),)
@@ -47,7 +55,7 @@ def page_views(
             "duration_ms": int(rng.lognormvariate(8.5, 1.0)),
             "ts": happened,
         }
-        yield ProducerRecord(
+        yield PageView(
             value=json.dumps(event, separators=(",", ":")).encode(),
             key=user_id.encode(),
             timestamp_ms=happened,

@@ -1,6 +1,8 @@
 """``groupstream produce TOPIC``: lines from stdin or a file (optionally ``key<sep>value``), or generated records.
 
-Each line is one record, its trailing newline removed. The progress bar goes to stderr; the summary with
+Each line is one record, its trailing newline removed. Records go through our `Producer` (the client every
+application uses, so the CLI exercises it); the topic and a forced partition are checked with the Admin first, so
+a typo fails at once instead of after ``max.block.ms``. The progress bar goes to stderr; the summary with
 per-partition offsets (where the records landed) to stdout.
 """
 
@@ -9,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -28,9 +31,57 @@ from groupstream.cli.common import (
     stdout,
 )
 from groupstream.cli.errors import UserError
-from groupstream.client.lite import DEFAULT_BATCH_SIZE, ProduceResult, ProducerRecord, produce
+from groupstream.client.errors import KafkaError
+from groupstream.client.producer import Producer
+from groupstream.protocol.error_codes import ErrorCode
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+DEFAULT_BATCH_SIZE = 16 * 1024  # Kafka's batch.size
+
+Record = tuple[bytes | None, bytes]  # (key, value)
+
+
+@dataclass
+class PartitionProduced:
+    """Offsets are -1 with acks=0 (the broker does not answer)."""
+
+    partition: int
+    records: int = 0
+    bytes: int = 0
+    first_offset: int = -1
+    last_offset: int = -1
+
+
+@dataclass
+class ProduceResult:
+    topic: str
+    partitions: dict[int, PartitionProduced] = field(default_factory=dict)
+    error: BaseException | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions.values())
+
+    def delivered(self, size: int) -> Callable[[BaseException | None, Any], None]:
+        """The delivery callback of one record of ``size`` key and value bytes."""
+
+        def done(error: BaseException | None, metadata: Any) -> None:
+            if error is not None:
+                self.error = self.error or error
+                return
+            stats = self.partitions.setdefault(metadata.partition, PartitionProduced(metadata.partition))
+            stats.records += 1
+            stats.bytes += size
+            if metadata.offset >= 0:
+                if stats.first_offset < 0 or metadata.offset < stats.first_offset:
+                    stats.first_offset = metadata.offset
+                stats.last_offset = max(stats.last_offset, metadata.offset)
+
+        return done
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,26 +103,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _lines(stream: BinaryIO, separator: bytes | None) -> Iterator[ProducerRecord]:
+def _lines(stream: BinaryIO, separator: bytes | None) -> Iterator[Record]:
     for number, line in enumerate(stream, 1):
         if line.endswith(b"\n"):
             line = line[:-1]
             if line.endswith(b"\r"):
                 line = line[:-1]
         if separator is None:
-            yield ProducerRecord(line)
+            yield None, line
             continue
         key, sep, value = line.partition(separator)
         if not sep:
             raise UserError(f"line {number} has no key separator {separator.decode()!r}: {line[:60]!r}")
-        yield ProducerRecord(value, key)
+        yield key, value
 
 
-def _generated(count: int, value_size: int) -> Iterator[ProducerRecord]:
+def _generated(count: int, value_size: int) -> Iterator[Record]:
     filler = bytes(range(97, 123)) * (value_size // 26 + 1)
     for i in range(count):
         head = b"%010d " % i
-        yield ProducerRecord((head + filler)[:value_size])
+        yield None, (head + filler)[:value_size]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,8 +133,19 @@ def run(args: argparse.Namespace) -> int:
     separator = args.key_separator.encode() if args.key_separator is not None else None
     acks = _ACKS[args.acks]
     started = time.monotonic()
+    with open_admin(args) as admin:
+        desc = admin.describe_topics([args.topic])[args.topic]
+        n = desc.partition_count
+        if args.partition is not None and args.partition >= n:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {args.topic!r} has {n} partition{'s' if n != 1 else ''}; "
+                             f"there is no partition {args.partition}", resource=args.topic)  # fmt: skip
+    config = {"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli", "acks": args.acks,
+              "compression.type": args.compression, "batch.size": args.batch_size}  # fmt: skip
+    result = ProduceResult(args.topic)
     with ExitStack() as stack:
-        admin = stack.enter_context(open_admin(args))
+        producer = Producer(config)
+        stack.callback(producer.close)
         if args.generate is not None:
             progress = stack.enter_context(
                 Progress(
@@ -96,11 +158,8 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             task = progress.add_task("produce", total=args.generate, topic=args.topic)
-            result = produce(
-                admin.connection, args.topic, _generated(args.generate, args.value_size), args.partition,
-                acks=acks, compression=args.compression, batch_size=args.batch_size,
-                on_progress=lambda n: progress.advance(task, n),
-            )
+            records = _generated(args.generate, args.value_size)
+            _send(producer, args, records, result, lambda: progress.update(task, completed=result.records))
         else:
             if args.file is not None:
                 try:
@@ -109,18 +168,35 @@ def run(args: argparse.Namespace) -> int:
                     raise UserError(f"--file {args.file}: {e.strerror}") from None
             else:
                 stream = sys.stdin.buffer
-            result = produce(
-                admin.connection, args.topic, _lines(stream, separator), args.partition,
-                acks=acks, compression=args.compression, batch_size=args.batch_size,
-            )
+            _send(producer, args, _lines(stream, separator), result, lambda: None)
+    if result.error is not None:
+        raise result.error
     _summary(result, time.monotonic() - started, acks)
     return 0
+
+
+_PROGRESS_EVERY = 1000  # records between delivery callbacks served (and the progress bar redrawn)
+
+
+def _send(producer: Producer, args: argparse.Namespace, records: Iterator[Record], result: ProduceResult,
+          progressed: Callable[[], None]) -> None:  # fmt: skip
+    """Produce every record, serving delivery callbacks as they come, then wait for the rest."""
+    for i, (key, value) in enumerate(records, 1):
+        size = len(value) + (len(key) if key is not None else 0)
+        producer.produce(args.topic, value, key, partition=args.partition, on_delivery=result.delivered(size))
+        if i % _PROGRESS_EVERY == 0:
+            producer.poll(0)
+            progressed()
+            if result.error is not None:
+                return
+    producer.flush()
+    progressed()
 
 
 def _summary(result: ProduceResult, elapsed: float, acks: int) -> None:
     rate = result.records / elapsed if elapsed > 0 else 0.0
     stdout.print(
-        f"produced {result.records} records ({format_bytes(result.bytes)} on the wire) to {result.topic!r} "
+        f"produced {result.records} records ({format_bytes(result.bytes)} of keys and values) to {result.topic!r} "
         f"in {elapsed:.2f}s ({rate:,.0f} records/s)"
     )
     if not result.partitions:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupstream.client.errors import ClientConfigError
-from groupstream.client.net.blocking import parse_bootstrap
+from groupstream.client.net.config import NetworkConfig, parse_bootstrap
 
 _KNOWN = ("bootstrap.servers", "client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms")
 
@@ -45,6 +45,16 @@ class AdminConfig:
             connection_setup_timeout_ms=_positive_int(
                 props, "socket.connection.setup.timeout.ms", cls.connection_setup_timeout_ms
             ),
+        )
+
+
+    def network(self) -> NetworkConfig:
+        """The network core's settings for these (the Java client's defaults for the rest)."""
+        return NetworkConfig(
+            bootstrap_servers=tuple(self.bootstrap_servers),
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            connection_setup_timeout_ms=self.connection_setup_timeout_ms,
         )
 
 

@@ -1,8 +1,8 @@
-"""Small produce and fetch helpers over a `BlockingConnection`, for the CLI, the demo and tests.
+"""Produce and fetch one request at a time over a `NodeChannel` of the network core: what the Spark executor and
+a few tests still use until they move to the Producer and the Consumer's fetch path (issue 14); then it goes.
 
-The real Producer and Consumer (background network thread, request managers) supersede these; until then they
-are deliberately simple: one request at a time, to the broker at the other end of ``conn``, which must lead the
-partitions involved (always true for a one-node cluster). Keyed records go where the Java client puts them
+The CLI, the Admin and the region control plane no longer use it. Each helper talks to the broker at the other
+end of ``conn``, which must lead the partitions involved (always true for a one-node cluster). Keyed records go where the Java client puts them
 (murmur2 of the key); unkeyed ones stick to one partition until its batch is full, then move on.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from groupstream.client.errors import KafkaError
 from groupstream.client.metadata import describe_one
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import NodeChannel
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.partitioner import default_partition
@@ -97,7 +97,7 @@ def _as_record(r: OutRecord) -> ProducerRecord:
 
 
 def produce(
-    conn: BlockingConnection,
+    conn: NodeChannel,
     topic: str,
     records: Iterable[OutRecord],
     partition: int | None = None,
@@ -188,7 +188,7 @@ def produce(
 
 
 def _send_produce(
-    conn: BlockingConnection,
+    conn: NodeChannel,
     version: int,
     topic: str,
     acks: int,
@@ -199,7 +199,7 @@ def _send_produce(
     R: Any = _PRODUCE.Request
     T = R.TopicProduceData
     parts = [T.PartitionProduceData(index=p, records=b"".join(batches)) for p, batches in sorted(ready.items())]
-    body = R(transactional_id=None, acks=acks, timeout_ms=int(conn.timeout_s * 1000),
+    body = R(transactional_id=None, acks=acks, timeout_ms=conn.client.config.request_timeout_ms,
              topic_data=[T(name=topic, partition_data=parts)])
     resp = conn.request("Produce", body, version, expect_response=acks != 0)
     offsets: dict[int, int] = {}
@@ -223,7 +223,7 @@ def _send_produce(
 
 
 def fetch_range(
-    conn: BlockingConnection,
+    conn: NodeChannel,
     topic: str,
     partition: int,
     start_offset: int,
@@ -237,7 +237,7 @@ def fetch_range(
 
 
 def fetch_partitions(
-    conn: BlockingConnection,
+    conn: NodeChannel,
     topic: str,
     starts: Mapping[int, int],
     max_records: int | None = None,
@@ -268,7 +268,7 @@ def fetch_partitions(
 
 
 def fetch_batches(
-    conn: BlockingConnection,
+    conn: NodeChannel,
     topic: str,
     starts: Mapping[int, int],
     stop_at_end: bool = True,
@@ -302,7 +302,7 @@ def fetch_batches(
             ])],
             forgotten_topics_data=[],
         )
-        resp = conn.request("Fetch", body, version, timeout_s=conn.timeout_s + max_wait_ms / 1000)
+        resp = conn.request("Fetch", body, version, timeout_ms=conn.client.config.request_timeout_ms + max_wait_ms)
         if version >= 7 and resp.error_code != ErrorCode.NONE:
             raise KafkaError(resp.error_code, resource=topic)
         for tr in resp.responses:

@@ -1,14 +1,14 @@
-"""Cluster metadata as plain values, and the one Metadata request that the Admin and the lite helpers share."""
+"""Cluster metadata as plain values, how a Metadata response becomes them, and the one-off Metadata request of
+the Admin (the network core's `MetadataCache` reads its responses with the same `parse_metadata`)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from groupstream.client.errors import KafkaError
-from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 
@@ -54,27 +54,43 @@ class ClusterMetadata:
     topics: dict[str, TopicDescription] = field(default_factory=dict)
 
 
-def request_metadata(
-    conn: BlockingConnection, topics: Sequence[str] | None, allow_auto_create: bool = False
-) -> ClusterMetadata:
+class Channel(Protocol):
+    """What the one-request-at-a-time helpers need of a connection (`NodeChannel` of the network core)."""
+
+    def version_for(self, api_name: str, max_version: int | None = None) -> int: ...
+
+    def request(self, api_name: str, body: Any = None, version: int | None = None) -> Any: ...
+
+
+def request_metadata(channel: Channel, topics: Sequence[str] | None, allow_auto_create: bool = False) -> ClusterMetadata:
     """Metadata for ``topics`` (None: every topic). Per-topic errors stay in ``error_code``; the caller decides.
 
     Below v4 a broker may auto-create the named topics whatever we ask; every broker of the last five years
     serves v4+.
     """
-    version = conn.version_for("Metadata")
+    version = channel.version_for("Metadata")
+    resp = channel.request("Metadata", metadata_request(version, topics, allow_auto_create), version)
+    if version >= 13 and resp.error_code != ErrorCode.NONE:
+        raise KafkaError(resp.error_code, resource="metadata")
+    return parse_metadata(resp, version)
+
+
+def metadata_request(version: int, topics: Sequence[str] | None, allow_auto_create: bool) -> Any:
+    """The Metadata request body at ``version`` for ``topics`` (None: every topic)."""
     R: Any = _METADATA.Request
     wanted: Any
     if topics is None:
         wanted = [] if version == 0 else None
     else:
         wanted = [R.MetadataRequestTopic(name=t) for t in topics]  # topic_id stays zero: asked by name
-    body = R(topics=wanted, allow_auto_topic_creation=allow_auto_create if version >= 4 else True)
-    resp = conn.request("Metadata", body, version)
-    if version >= 13 and resp.error_code != ErrorCode.NONE:
-        raise KafkaError(resp.error_code, resource="metadata")
+    return R(topics=wanted, allow_auto_topic_creation=allow_auto_create if version >= 4 else True)
+
+
+def parse_metadata(body: Any, version: int) -> ClusterMetadata:
+    """A Metadata response body as plain values, topics sorted by name (the cache of the network core and the
+    one-off requests read responses the same way)."""
     out: dict[str, TopicDescription] = {}
-    for t in resp.topics:
+    for t in body.topics:
         if t.name is None:
             continue
         parts = tuple(
@@ -95,13 +111,13 @@ def request_metadata(
         )
         topic_id = t.topic_id if version >= 10 else None
         out[t.name] = TopicDescription(t.name, topic_id, t.is_internal, parts, t.error_code)
-    brokers = tuple(BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers)
-    return ClusterMetadata(resp.cluster_id, resp.controller_id, brokers, dict(sorted(out.items())))
+    brokers = tuple(BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in body.brokers)
+    return ClusterMetadata(body.cluster_id, body.controller_id, brokers, dict(sorted(out.items())))
 
 
-def describe_one(conn: BlockingConnection, topic: str, allow_auto_create: bool = False) -> TopicDescription:
+def describe_one(channel: Channel, topic: str, allow_auto_create: bool = False) -> TopicDescription:
     """The topic's description, or KafkaError naming the topic (UNKNOWN_TOPIC_OR_PARTITION when it is absent)."""
-    md = request_metadata(conn, [topic], allow_auto_create)
+    md = request_metadata(channel, [topic], allow_auto_create)
     desc = md.topics.get(topic)
     if desc is None:
         raise topic_error(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -1,6 +1,6 @@
 """A region's control plane on a compacted topic: records are written with our idempotent producer (acks=all,
-one partition, so everyone reads them in one order) and folded into a `ControlView` by a reader thread that
-long-polls the topic from its start. Waiting for something (a merge to complete, every member to answer a
+one partition, so everyone reads them in one order) and folded into a `ControlView` by a reader thread whose
+consumer (assigned, no group) long-polls the topic from its start. Waiting for something (a merge to complete, every member to answer a
 command) is waiting on the view's condition with a deadline, never a sleep.
 
 Works against our broker or any Kafka cluster: it needs nothing but a topic.
@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.consumer.consumer import Consumer
 from groupstream.client.errors import ClientError, KafkaError
-from groupstream.client.lite import fetch_partitions
-from groupstream.client.net.blocking import BlockingConnection
 from groupstream.client.producer import Producer
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.region.control_records import ControlRecord, decode, encode
@@ -26,6 +25,7 @@ from groupstream.region.control_view import ControlView
 __all__ = ["CONTROL_TOPIC", "ControlPlane"]
 
 CONTROL_TOPIC = "__groupstream_region"
+_POLL_S = 0.2  # the reader's longest wait between looks at whether the plane is closing
 log = logging.getLogger("groupstream.region")
 _T = TypeVar("_T")
 
@@ -39,7 +39,7 @@ class ControlPlane:
         self._config = {"bootstrap.servers": bootstrap, **(client_config or {})}
         self._cond = threading.Condition()
         self._producer: Producer | None = None
-        self._conn: BlockingConnection | None = None
+        self._consumer: Consumer | None = None
         self._reader: threading.Thread | None = None
         self._closed = False
         self.read_error: BaseException | None = None
@@ -56,30 +56,35 @@ class ControlPlane:
             except KafkaError as e:
                 if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     raise
-            host, port = admin.connection.host, admin.connection.port
         self._producer = Producer({**self._config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
-        self._conn = BlockingConnection(host, port, client_id="groupstream-region")
+        self._consumer = Consumer({**self._config, "client.id": "groupstream-region", "enable.auto.commit": False,
+                                   "fetch.max.wait.ms": int(_POLL_S * 1000)})  # fmt: skip
+        self._consumer.assign([(self.topic, 0)])
+        self._consumer.seek((self.topic, 0), 0)
         self._reader = threading.Thread(target=self._read, name=f"region-{self.region}-reader", daemon=True)
         self._reader.start()
         return self
 
     def _read(self) -> None:
-        assert self._conn is not None
+        consumer = self._consumer
+        assert consumer is not None
         try:
-            for rec in fetch_partitions(self._conn, self.topic, {0: 0}, stop_at_end=False, max_wait_ms=200):
-                if rec.key is None:
-                    continue
-                record = decode(rec.key, rec.value)
-                with self._cond:
-                    if record is not None:
-                        self.view.apply(record, rec.offset)
-                    self.position = rec.offset + 1
-                    self._cond.notify_all()
+            while not self._closed:
+                for rec in consumer.poll(_POLL_S):
+                    if rec.key is None:
+                        continue
+                    record = decode(rec.key, rec.value)
+                    with self._cond:
+                        if record is not None:
+                            self.view.apply(record, rec.offset)
+                        self.position = rec.offset + 1
+                        self._cond.notify_all()
         except (ClientError, OSError) as e:
             if not self._closed:
                 log.error("the region control plane reader stopped: %s", e)
                 self.read_error = e
         finally:
+            consumer.close(0)  # it commits nothing; its thread and sockets go with the reader
             with self._cond:
                 self._cond.notify_all()
 
@@ -116,8 +121,6 @@ class ControlPlane:
         self._closed = True
         if self._producer is not None:
             self._producer.close(10)
-        if self._conn is not None:
-            self._conn.close()
         if self._reader is not None:
             self._reader.join(10)
         with self._cond:

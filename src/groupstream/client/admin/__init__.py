@@ -1,4 +1,5 @@
-"""A synchronous Admin: topics, partitions, configs, offsets and consumer groups, over blocking connections.
+"""A synchronous Admin: topics, partitions, configs, offsets and consumer groups, over the network core driven
+on the calling thread (`SyncClient`).
 
 Topic calls are one request to the bootstrap broker it connected to (a Kafka cluster forwards admin requests to
 its controller); ListOffsets and DeleteRecords go to each partition's leader, ElectLeaders to the controller. Group calls go to the group's
@@ -8,7 +9,7 @@ COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (a coordinator moving 
 coordinates. Per-topic (per-group) errors from the broker raise `KafkaError` naming the topic (group); calls
 over several finish the request first and then raise for the first that failed (the others took effect).
 
-The calls live in layers, each a class the next extends: connections (`base`), topics and offsets (`topics`),
+The calls live in layers, each a class the next extends: channels (`base`), topics and offsets (`topics`),
 groups and coordinators (`groups`; DescribeGroups shows groups of both kinds in classic form, and
 ConsumerGroupDescribe the epochs and target assignments of KIP-848 ``consumer`` groups); `types` holds what
 they take and return.

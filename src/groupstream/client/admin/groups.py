@@ -32,7 +32,7 @@ from groupstream.client.admin.types import (
 )
 from groupstream.client.errors import KafkaConnectionError, KafkaError, check
 from groupstream.client.metadata import request_metadata
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import NodeChannel
 from groupstream.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     decode_assignment,
@@ -107,7 +107,7 @@ class GroupCalls(TopicCalls):
             out[group] = self._with_coordinator(group, functools.partial(self._describe_one, group=group))
         return out
 
-    def _describe_one(self, conn: BlockingConnection, node_id: int, *, group: str) -> GroupDescription:
+    def _describe_one(self, conn: NodeChannel, node_id: int, *, group: str) -> GroupDescription:
         version = conn.version_for("DescribeGroups")
         R: Any = by_name("DescribeGroups").Request
         resp = self._request(
@@ -200,7 +200,7 @@ class GroupCalls(TopicCalls):
 
     def _consumer_describe_on(
         self,
-        conn: BlockingConnection,
+        conn: NodeChannel,
         node_id: int,
         groups: list[str],
         out: dict[str, ConsumerGroupDescription | KafkaError],
@@ -247,7 +247,7 @@ class GroupCalls(TopicCalls):
         return self._with_coordinator(group, lambda conn, _node: self._fetch_offsets(conn, group, wanted))
 
     def _fetch_offsets(
-        self, conn: BlockingConnection, group: str, wanted: list[tuple[str, int]] | None
+        self, conn: NodeChannel, group: str, wanted: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], OffsetAndMetadata]:
         version = conn.version_for("OffsetFetch", _MAX_OFFSET_API_VERSION)
         R: Any = by_name("OffsetFetch").Request
@@ -317,7 +317,7 @@ class GroupCalls(TopicCalls):
         self._with_coordinator(group, lambda conn, _node: self._commit(conn, group, commits))
 
     def _commit(
-        self, conn: BlockingConnection, group: str, commits: Mapping[tuple[str, int], OffsetAndMetadata]
+        self, conn: NodeChannel, group: str, commits: Mapping[tuple[str, int], OffsetAndMetadata]
     ) -> None:
         version = conn.version_for("OffsetCommit", _MAX_OFFSET_API_VERSION)
         R: Any = by_name("OffsetCommit").Request
@@ -363,7 +363,7 @@ class GroupCalls(TopicCalls):
         if errors:
             raise errors[0]
 
-    def _delete_group(self, conn: BlockingConnection, _node_id: int, *, group: str) -> None:
+    def _delete_group(self, conn: NodeChannel, _node_id: int, *, group: str) -> None:
         R: Any = by_name("DeleteGroups").Request
         resp = self._request(conn, "DeleteGroups", R(groups_names=[group]), conn.version_for("DeleteGroups"))
         for r in resp.results:
@@ -386,7 +386,7 @@ class GroupCalls(TopicCalls):
         self._with_coordinator(group, lambda conn, _node: self._delete_offsets(conn, group, topic, parts))
 
     def _delete_offsets(
-        self, conn: BlockingConnection, group: str, topic: str, partitions: list[int]
+        self, conn: NodeChannel, group: str, topic: str, partitions: list[int]
     ) -> None:
         R: Any = by_name("OffsetDelete").Request
         T = R.OffsetDeleteRequestTopic
@@ -431,7 +431,7 @@ class GroupCalls(TopicCalls):
         check(code, message, resource=f"group {group!r}")
         return node
 
-    def _with_coordinator(self, group: str, call: Callable[[BlockingConnection, int], _T]) -> _T:
+    def _with_coordinator(self, group: str, call: Callable[[NodeChannel, int], _T]) -> _T:
         """Run ``call`` on the group's coordinator, finding it again after a coordinator error."""
 
         def attempt() -> _T:
@@ -441,7 +441,7 @@ class GroupCalls(TopicCalls):
         return self._retrying(f"group {group!r}", attempt)
 
     def _retrying(self, what: str, attempt: Callable[[], _T]) -> _T:
-        """Repeat ``attempt`` while it raises `_Retry` (or loses a connection other than the bootstrap one),
+        """Repeat ``attempt`` while it raises `_Retry` (or loses a connection),
         backing off 50 ms doubling to 1 s, until ``request.timeout.ms`` has passed; then raise the last error."""
         deadline = time.monotonic() + self._timeout_ms() / 1000
         backoff = 0.05
@@ -451,10 +451,7 @@ class GroupCalls(TopicCalls):
             except _Retry as e:
                 last: KafkaError | KafkaConnectionError = KafkaError(e.code, resource=what)
             except KafkaConnectionError as e:
-                if self._conn.closed:
-                    raise
-                self._drop(e.address)
-                last = e
+                last = e  # a coordinator gone: the core reconnects, or finds it elsewhere on the next attempt
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise last

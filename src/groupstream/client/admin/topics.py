@@ -22,7 +22,7 @@ from groupstream.client.admin.types import (
 )
 from groupstream.client.errors import KafkaError, UnsupportedVersionError, check
 from groupstream.client.metadata import ClusterMetadata, TopicDescription, request_metadata, topic_error
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import NodeChannel
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.primitives import ZERO_UUID
@@ -239,7 +239,7 @@ class TopicCalls(AdminBase):
         return out
 
     def _list_offsets_on(
-        self, conn: BlockingConnection, timestamps: Mapping[tuple[str, int], int]
+        self, conn: NodeChannel, timestamps: Mapping[tuple[str, int], int]
     ) -> dict[tuple[str, int], ListedOffset]:
         api = by_name("ListOffsets")
         needs = 7 if MAX_TIMESTAMP in timestamps.values() else 0
@@ -275,13 +275,13 @@ class TopicCalls(AdminBase):
                     out[(t.name, p.partition_index)] = ListedOffset(p.offset, p.timestamp, p.leader_epoch)
         return out
 
-    def _by_leader(self, tps: Iterable[tuple[str, int]]) -> dict[BlockingConnection, list[tuple[str, int]]]:
+    def _by_leader(self, tps: Iterable[tuple[str, int]]) -> dict[NodeChannel, list[tuple[str, int]]]:
         """Group partitions by the connection to their leader; partitions of unknown topics, or without a
         known leader, go to the bootstrap broker, which answers them with the error that explains why."""
         wanted = sorted(set(tps))
         md = request_metadata(self._conn, sorted({t for t, _ in wanted}))
         brokers = {b.node_id: b for b in md.brokers}
-        out: dict[BlockingConnection, list[tuple[str, int]]] = {}
+        out: dict[NodeChannel, list[tuple[str, int]]] = {}
         for topic, partition in wanted:
             desc = md.topics.get(topic)
             leader = None

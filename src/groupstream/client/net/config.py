@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupstream.client.errors import ClientConfigError
-from groupstream.client.net.blocking import parse_bootstrap
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
@@ -87,6 +86,22 @@ class PropertyReader:
         if not callable(raw):
             raise ClientConfigError(f"{name} must be a callable, got {raw!r}")
         return raw  # type: ignore[no-any-return]
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` (IPv6 hosts in brackets) into pairs; raises ValueError naming the bad one."""
+    out: list[tuple[str, int]] = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port_s = item.rpartition(":")
+        if not sep or not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port_s)))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
 
 
 NETWORK_PROPERTIES = (

@@ -18,7 +18,13 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from groupstream.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicDescription
+from groupstream.client.metadata import (
+    BrokerInfo,
+    ClusterMetadata,
+    TopicDescription,
+    metadata_request,
+    parse_metadata,
+)
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
@@ -162,16 +168,7 @@ class MetadataCache:
         return PollResult((request,), None)
 
     def _body(self, version: int, topics: list[str] | None) -> Any:
-        R: Any = _METADATA.Request
-        wanted: Any
-        if topics is None:
-            wanted = [] if version == 0 else None
-        else:
-            wanted = [R.MetadataRequestTopic(name=t) for t in topics]  # topic_id zero: asked by name
-        return R(
-            topics=wanted,
-            allow_auto_topic_creation=self.allow_auto_topic_creation if version >= 4 else True,
-        )
+        return metadata_request(version, topics, self.allow_auto_topic_creation)
 
     def _on_response(self, response: ClientResponse) -> None:
         self._in_flight = False
@@ -189,41 +186,22 @@ class MetadataCache:
 
     def apply(self, body: Any, version: int, now_ms: int) -> None:
         """Take in a Metadata response body (also used directly by tests)."""
-        topics: dict[str, TopicDescription] = {}
+        parsed = parse_metadata(body, version)
+        topics = parsed.topics
         incomplete = False
         errors: dict[str, int] = {}
-        for t in body.topics:
-            if t.name is None:
-                continue
-            parts = tuple(
-                sorted(
-                    (
-                        PartitionInfo(
-                            partition=p.partition_index,
-                            leader=p.leader_id,
-                            replicas=tuple(p.replica_nodes),
-                            isr=tuple(p.isr_nodes),
-                            leader_epoch=p.leader_epoch,
-                            error_code=p.error_code,
-                        )
-                        for p in t.partitions
-                    ),
-                    key=lambda p: p.partition,
-                )
-            )
-            topic_id = t.topic_id if version >= 10 else None
-            topics[t.name] = TopicDescription(t.name, topic_id, t.is_internal, parts, t.error_code)
-            if t.error_code != ErrorCode.NONE:
-                errors[t.name] = t.error_code
+        for name, desc in topics.items():
+            if desc.error_code != ErrorCode.NONE:
+                errors[name] = desc.error_code
                 incomplete = True
-            elif any(p.leader < 0 for p in parts):
+            elif any(p.leader < 0 for p in desc.partitions):
                 incomplete = True
-        brokers = tuple(BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in body.brokers)
+        brokers = parsed.brokers
         if not self._all_topics:
             for name in self._topics - topics.keys():
                 errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 incomplete = True
-        self.cluster = ClusterMetadata(body.cluster_id, body.controller_id, brokers, topics)
+        self.cluster = parsed
         self._brokers = {b.node_id: b for b in brokers}
         self._leaders = {
             (name, p.partition): p.leader

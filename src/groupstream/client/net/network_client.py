@@ -59,8 +59,11 @@ class NetworkClient:
         config: NetworkConfig,
         metadata: MetadataCache,
         clock: Callable[[], int],
+        *,
+        warn_unreachable: bool = True,
     ) -> None:
         self.config = config
+        self._warn_unreachable = warn_unreachable
         self.metadata = metadata
         self._clock = clock
         self._rng = random.Random()
@@ -111,6 +114,25 @@ class NetworkClient:
 
     def connection(self, node_id: int) -> NodeConnection | None:
         return self._conns.get(node_id)
+
+    @property
+    def bootstrap_nodes(self) -> dict[int, tuple[str, int]]:
+        """The stand-in node ids of the bootstrap servers (negative, in the order given) and their addresses."""
+        return dict(self._bootstrap)
+
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` is reached: a bootstrap server, a broker of the metadata or one added to it."""
+        return self._address(node_id)
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """Whether ``node_id`` can take a request now; if not, start connecting to it when its backoff allows
+        (Java's ``NetworkClient.ready``). Raises KafkaError when the node has no known address."""
+        conn = self._connection_for(node_id)
+        if conn is None:
+            raise KafkaError(ErrorCode.NETWORK_EXCEPTION, f"node {node_id} is not in the cluster metadata")
+        if conn.can_connect(now_ms):
+            self._connect(conn, now_ms)
+        return conn.is_ready
 
     def poll(self, timeout_ms: int | None, now_ms: int, has_work: Callable[[], bool] | None = None) -> int:
         """Send what can be sent, wait up to ``timeout_ms`` for I/O (less when a deadline is nearer), complete
@@ -308,7 +330,7 @@ class NetworkClient:
             family, stype, proto, _, addr = infos[0]
             sock = socket.socket(family, stype, proto)
         except OSError as e:
-            self._connection_failed(conn, now_ms, f"cannot resolve {conn.address}: {e.strerror or e}")
+            self._connection_failed(conn, now_ms, f"{conn.address}: cannot resolve host: {e.strerror or e}")
             return
         sock.setblocking(False)
         with contextlib.suppress(OSError):
@@ -316,7 +338,7 @@ class NetworkClient:
         rc = sock.connect_ex(addr)
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
             sock.close()
-            self._connection_failed(conn, now_ms, f"cannot connect to {conn.address}: {os_error_text(rc)}")
+            self._connection_failed(conn, now_ms, f"{conn.address}: {os_error_text(rc)}")
             return
         self._socks[conn.node_id] = sock
         self._masks[conn.node_id] = selectors.EVENT_WRITE
@@ -340,6 +362,8 @@ class NetworkClient:
             return
         if all(a in self._failed for a in self._bootstrap_addresses):
             self.unreachable = f"{UNREACHABLE}: " + "; ".join(self._failed[a] for a in self._bootstrap_addresses)
+            if not self._warn_unreachable:  # the caller raises this text instead (a blocking façade)
+                return
             log.warning("%s: %s; retrying in the background (backoff up to reconnect.backoff.max.ms=%d)",
                         self.config.client_id, self.unreachable, self.config.reconnect_backoff_max_ms)  # fmt: skip
 
@@ -410,7 +434,7 @@ class NetworkClient:
         if conn.state is ConnectionState.CONNECTING:
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
-                reason = f"cannot connect to {conn.address}: {os_error_text(err)}"
+                reason = f"{conn.address}: {os_error_text(err)}"
                 self._disconnect(node_id, now_ms, reason)
                 return
             conn.connect_established(now_ms)
