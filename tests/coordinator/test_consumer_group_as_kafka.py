@@ -63,3 +63,41 @@ def test_an_empty_group_has_its_assignment_epoch_at_the_group_epoch() -> None:
     a.join()
     g, members = describe(h)
     assert (g.group_epoch, g.assignment_epoch, held(members["a"])) == (5, 5, T4)  # type: ignore[attr-defined]
+
+
+def test_a_commit_at_an_older_epoch_counts_for_the_partitions_held_since_then() -> None:
+    """KIP-1251 (Kafka 4.4): a member's commit may carry an epoch older than its current one (it was sent
+    before a heartbeat moved the member on); it is accepted for each partition the member holds and was given
+    at or before that epoch, and STALE_MEMBER_EPOCH for the others. An epoch ahead of the member's is
+    STALE_MEMBER_EPOCH (Kafka 4.3 and earlier said FENCED_MEMBER_EPOCH)."""
+    h = Harness()
+    a, b = Member(h, "a", assignor="range"), Member(h, "b", assignor="range")
+    a.join()
+    assert (a.epoch, a.owned) == (1, T4)
+    b.join()
+    settle([a, b])
+    assert (a.epoch, a.owned, b.epoch, b.owned) == (2, {("t", 0), ("t", 1)}, 2, {("t", 2), ("t", 3)})
+
+    def commit(member: str, epoch: int, *partitions: int) -> dict[int, ErrorCode]:
+        answer = h.commit({("t", p): 9 for p in partitions}, member_id=member, generation=epoch, version=9)
+        return {p: code for (_, p), code in answer.items()}
+
+    assert commit("a", 1, 0, 1, 2) == {0: E.NONE, 1: E.NONE, 2: E.STALE_MEMBER_EPOCH}  # 2 is b's now
+    assert commit("b", 1, 2, 3) == {2: E.STALE_MEMBER_EPOCH, 3: E.STALE_MEMBER_EPOCH}  # given at epoch 2
+    assert commit("b", 2, 2, 3) == {2: E.NONE, 3: E.NONE}
+    assert commit("a", 3, 0) == {0: E.STALE_MEMBER_EPOCH}
+    assert commit("a", 0, 0) == {0: E.STALE_MEMBER_EPOCH}
+    # The epochs are in the CurrentMemberAssignment records: the same answers after the shard is replayed.
+    h.restart()
+    assert commit("a", 1, 0, 2) == {0: E.NONE, 2: E.STALE_MEMBER_EPOCH}
+    assert commit("b", 1, 3) == {3: E.STALE_MEMBER_EPOCH}
+
+
+def test_a_partition_pending_revocation_keeps_the_epoch_it_was_given_at() -> None:
+    h = Harness()
+    a, b = Member(h, "a", assignor="range"), Member(h, "b", assignor="range")
+    a.join()
+    b.join()
+    heartbeat(h, "a", a.epoch, owned=T4)  # asked to give up 2 and 3; has not yet
+    answer = h.commit({("t", 3): 1}, member_id="a", generation=1, version=9)
+    assert answer == {("t", 3): E.NONE}  # still a's, since epoch 1

@@ -111,6 +111,13 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     return frozenset((t.topic_id, p) for t in items for p in t.partitions)
 
 
+def _partition_epochs(items: Iterable[TopicPartitions]) -> tuple[tuple[TopicIdPartition, int], ...]:
+    """The recorded assignment epochs (KIP-1251), sorted; topics recorded without them contribute none."""
+    out = [((t.topic_id, p), e) for t in items if t.assignment_epochs is not None
+           for p, e in zip(t.partitions, t.assignment_epochs, strict=False)]  # fmt: skip
+    return tuple(sorted(out))
+
+
 def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:
     """One subscriber fewer for each key; a key nobody subscribes to any more is dropped, so that the keys
     are exactly what is subscribed (only the keys taken from can have reached zero: no scan of the rest)."""
@@ -302,6 +309,7 @@ class ConsumerGroup:
             member.assignment = MemberAssignment(
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
                 from_topic_partitions(value.assigned), from_topic_partitions(value.pending_revocation),
+                _partition_epochs(value.assigned + value.pending_revocation),
             )  # fmt: skip
             for p in member.assignment.holds():
                 self.owners[p] = member_id

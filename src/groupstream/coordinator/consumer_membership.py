@@ -37,7 +37,7 @@ from groupstream.coordinator.consumer_records import (
     target_member_record,
 )
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.reconcile import MemberAssignment, MemberState, reconcile
+from groupstream.coordinator.reconcile import MemberAssignment, MemberState, epochs_for, reconcile
 from groupstream.coordinator.records import group_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, is_catalog
 from groupstream.coordinator.result import CoordinatorRecord
@@ -309,7 +309,9 @@ class ConsumerMembership:
             member = ConsumerMember(member_id)
             if replaced is not None:
                 member.metadata = replaced.metadata
-                member.assignment = MemberAssignment(member_id, 0, 0, MemberState.STABLE, replaced.assignment.assigned)
+                kept = replaced.assignment.assigned
+                member.assignment = MemberAssignment(member_id, 0, 0, MemberState.STABLE, kept,
+                                                     partition_epochs=epochs_for(replaced.assignment, kept, 0))  # fmt: skip
 
         change = _Change.of(group)
         change.records = records
@@ -487,7 +489,8 @@ class ConsumerMembership:
             # Gone for now: the member keeps its partitions (nobody else gets them) until its session ends.
             a = member.assignment
             op.write(current_assignment_record(
-                group_id, MemberAssignment(a.member_id, STATIC_LEAVE_EPOCH, a.epoch, a.state, a.assigned)))  # fmt: skip
+                group_id, MemberAssignment(a.member_id, STATIC_LEAVE_EPOCH, a.epoch, a.state, a.assigned,
+                                           partition_epochs=epochs_for(a, a.assigned, a.epoch))))  # fmt: skip
             op.cancel(consumer_rebalance_key(group_id, member.member_id))
         else:
             self.fence(op, group, member.member_id, topics)

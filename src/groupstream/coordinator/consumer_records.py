@@ -29,6 +29,7 @@ from groupstream.protocol.consumer_group_records import (
     RegexValue,
     TargetAssignmentMemberValue,
     TargetAssignmentMetadataValue,
+    TopicPartitions,
 )
 from groupstream.protocol.group_records import CoordinatorRecord
 
@@ -73,9 +74,16 @@ def target_epoch_record(group_id: str, epoch: int, now_ms: int) -> CoordinatorRe
                              TargetAssignmentMetadataValue(epoch, now_ms))  # fmt: skip
 
 
+def _with_epochs(partitions: frozenset[TopicIdPartition], epochs: dict[TopicIdPartition, int]) -> tuple[TopicPartitions, ...]:
+    """The record's layout, each topic's partitions with the epochs they were given at (KIP-1251)."""
+    return tuple(TopicPartitions(t.topic_id, t.partitions, tuple(epochs[(t.topic_id, p)] for p in t.partitions))
+                 for t in to_topic_partitions(partitions))  # fmt: skip
+
+
 def current_assignment_record(group_id: str, a: MemberAssignment) -> CoordinatorRecord:
-    value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), to_topic_partitions(a.assigned),
-                                         to_topic_partitions(a.pending_revocation))  # fmt: skip
+    epochs = a.assignment_epochs()
+    value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), _with_epochs(a.assigned, epochs),
+                                         _with_epochs(a.pending_revocation, epochs))  # fmt: skip
     return CoordinatorRecord(CURRENT_ASSIGNMENT, ConsumerMemberKey(group_id, a.member_id), _VALUE_VERSION, value)
 
 

@@ -57,9 +57,23 @@ def _topic_id(metadata: TopicsView, name: str) -> uuid.UUID | None:
     return metadata.topic_id(name) if has_topic_ids(metadata) else None
 
 
-def _validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int, commit_version: int | None) -> ErrorCode | None:
+@dataclass(frozen=True, slots=True)
+class _CommittablePartitions:
+    """A commit at an epoch older than the member's (KIP-1251): accepted for exactly these partitions, the
+    ones the member holds and was given at or before that epoch; STALE_MEMBER_EPOCH for the others."""
+
+    partitions: frozenset[tuple[uuid.UUID, int]]
+
+
+def _validate_member_epoch(
+    group: ConsumerGroup, member_id: str, epoch: int, commit_version: int | None
+) -> ErrorCode | _CommittablePartitions | None:
     """Kafka's checks of a ``consumer`` group's commit (``commit_version`` set) or fetch: a simple commit
-    (epoch < 0) only while the group is empty; otherwise a known member at exactly its current epoch."""
+    (epoch < 0) only while the group is empty; otherwise a known member. A fetch must be at exactly the
+    member's epoch. A commit (Kafka 4.4, KIP-1251) at the member's epoch is accepted, one ahead of it is
+    STALE_MEMBER_EPOCH (the member has not heard of that epoch yet), and one behind it is accepted for the
+    partitions the member has held since that epoch or earlier: a commit the client sent before its epoch
+    moved on is not a zombie's."""
     if epoch < 0 and not group.members and commit_version is not None:
         return None
     member = group.members.get(member_id)
@@ -67,11 +81,12 @@ def _validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int, com
         return E.UNKNOWN_MEMBER_ID
     if commit_version is not None and commit_version < _MEMBER_EPOCH_COMMITS_FROM:
         return E.UNSUPPORTED_VERSION  # a KIP-848 member must send its epoch, which needs OffsetCommit v9
-    if epoch > member.epoch:
-        return E.FENCED_MEMBER_EPOCH if commit_version is not None else E.STALE_MEMBER_EPOCH
-    if epoch < member.epoch:
+    if epoch == member.epoch:
+        return None
+    if epoch > member.epoch or commit_version is None:
         return E.STALE_MEMBER_EPOCH
-    return None
+    given = member.assignment.assignment_epochs()
+    return _CommittablePartitions(frozenset(p for p, at in given.items() if at <= epoch))
 
 
 class OffsetHandlers:
@@ -107,7 +122,12 @@ class OffsetHandlers:
                 assert topic.name is not None
                 part = topic.wire.partitions[pi]
                 meta = "" if part.committed_metadata is None else str(part.committed_metadata)
-                if group_error is not None:
+                if isinstance(group_error, _CommittablePartitions):
+                    tid = _topic_id(metadata, topic.name)
+                    if tid is None or (tid, part.partition_index) not in group_error.partitions:
+                        errors[ti, pi] = E.STALE_MEMBER_EPOCH
+                        continue
+                if isinstance(group_error, ErrorCode):
                     errors[ti, pi] = group_error
                 elif len(meta) > limit:
                     # Kafka compares the string's length with offset.metadata.max.bytes, not its UTF-8 size.
@@ -141,7 +161,7 @@ class OffsetHandlers:
         )
 
     @staticmethod
-    def _validate_commit(op: Op, req: ShardRequest, group_id: str) -> ErrorCode | None:
+    def _validate_commit(op: Op, req: ShardRequest, group_id: str) -> ErrorCode | _CommittablePartitions | None:
         body = req.body
         if not group_id:
             return E.INVALID_GROUP_ID
@@ -182,7 +202,8 @@ class OffsetHandlers:
             error = None if group_id else E.INVALID_GROUP_ID
             consumer_group = op.ctx.consumer_groups.get(group_id)
             if consumer_group is not None and (g.member_id is not None or g.member_epoch >= 0):
-                error = _validate_member_epoch(consumer_group, g.member_id or "", g.member_epoch, None)
+                checked = _validate_member_epoch(consumer_group, g.member_id or "", g.member_epoch, None)
+                error = E.STALE_MEMBER_EPOCH if isinstance(checked, _CommittablePartitions) else checked
             groups.append(
                 R.OffsetFetchResponseGroup(
                     group_id=group_id,

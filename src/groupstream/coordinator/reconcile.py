@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from enum import IntEnum
 
-__all__ = ["MemberAssignment", "MemberState", "owners", "reconcile"]
+__all__ = ["MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
 
 Partition = tuple[uuid.UUID, int]
 """(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
@@ -50,10 +50,27 @@ class MemberAssignment:
     state: MemberState
     assigned: frozenset[Partition]
     pending_revocation: frozenset[Partition] = frozenset()
+    # KIP-1251: the member epoch at which each held partition was given to the member, as sorted
+    # (partition, epoch) pairs; a held partition missing here counts as given at the member's epoch.
+    partition_epochs: tuple[tuple[Partition, int], ...] = ()
 
     def holds(self) -> frozenset[Partition]:
         """What no other member may be given: assigned, or still to be revoked."""
         return self.assigned | self.pending_revocation
+
+    def assignment_epochs(self) -> dict[Partition, int]:
+        """Every held partition -> the epoch it was given at (KIP-1251; what offset commits are checked
+        against). A partition without a recorded epoch (records written before) counts as given at the
+        member's epoch, never below 0, as in Kafka."""
+        known = dict(self.partition_epochs)
+        default = max(self.epoch, 0)
+        return {p: known.get(p, default) for p in self.holds()}
+
+
+def epochs_for(member: MemberAssignment, held: Set[Partition], new_epoch: int) -> tuple[tuple[Partition, int], ...]:
+    """Assignment epochs of ``held``: kept partitions keep theirs, new ones are given at ``new_epoch``."""
+    before = member.assignment_epochs()
+    return tuple(sorted((p, before.get(p, new_epoch)) for p in held))
 
 
 def reconcile(
@@ -71,7 +88,7 @@ def reconcile(
         if owned is None or owned & member.pending_revocation:
             return member  # still waiting for the member to give them up
         member = MemberAssignment(member.member_id, member.epoch, member.previous_epoch, member.state,
-                                  member.assigned, frozenset())  # fmt: skip
+                                  member.assigned, frozenset(), epochs_for(member, member.assigned, member.epoch))  # fmt: skip
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
         return member
     return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch)
@@ -100,13 +117,16 @@ def _next(
     revoke = member.assigned - target
     if revoke and (owned is None or not revoke.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch)):
         return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,
-                                MemberState.UNREVOKED_PARTITIONS, keep, revoke)  # fmt: skip
+                                MemberState.UNREVOKED_PARTITIONS, keep, revoke,
+                                epochs_for(member, keep | revoke, member.epoch))  # fmt: skip
     # Nothing to revoke, or nothing the member still owns: what goes away is released now.
     new = target - member.assigned
     free = frozenset(p for p in new if owner_of(p) in (None, member.member_id))
     state = MemberState.STABLE if free == new else MemberState.UNRELEASED_PARTITIONS
     previous = member.epoch if member.epoch != target_epoch else member.previous_epoch
-    return MemberAssignment(member.member_id, target_epoch, previous, state, keep | free)
+    held = keep | free
+    return MemberAssignment(member.member_id, target_epoch, previous, state, held,
+                            partition_epochs=epochs_for(member, held, target_epoch))  # fmt: skip
 
 
 def owners(members: Mapping[str, MemberAssignment]) -> dict[Partition, str]:
