@@ -53,11 +53,6 @@ class GroupSpec:
     def __len__(self) -> int:
         return len(self.members)
 
-    @property
-    def is_homogeneous(self) -> bool:
-        """Kafka's HOMOGENEOUS subscription type: every member subscribes to the same topics."""
-        return len({m.subscribed_topics for m in self.members}) <= 1
-
 
 class ServerPartitionAssignor(ABC):
     """A KIP-848 assignor: deterministic, and every member of the group appears in the result."""

@@ -99,10 +99,6 @@ class ClusterView:
     def racks(self, tp: TopicPartition) -> frozenset[str]:
         return self.partition_racks.get(tp, frozenset())
 
-    @property
-    def has_racks(self) -> bool:
-        return bool(self.partition_racks)
-
 
 class GroupAssignment(Mapping[str, tuple[TopicPartition, ...]]):
     """An assignor's result: member id -> its partitions, members and partitions in sorted order.

@@ -16,20 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from groupstream.storage.errors import LogClosedError, LogOfflineError, StorageError
 
 log = logging.getLogger("groupstream.broker.flusher")
 
 _RETRY_S = 1.0
-
-
-class Flushable(Protocol):
-    @property
-    def flushed_offset(self) -> int: ...
-
-    def flush(self) -> Any: ...
 
 
 class Flusher:

@@ -1,4 +1,4 @@
-"""One `__consumer_offsets` partition's group coordinator: classic groups and their committed offsets.
+"""One `__consumer_offsets` partition's coordinator: classic and consumer groups and their committed offsets.
 
 A pure state machine driven by its runtime (one writer per partition):
 

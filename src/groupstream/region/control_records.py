@@ -178,10 +178,6 @@ def decode(key: bytes, value: bytes | None) -> ControlRecord | None:
     return None
 
 
-def merge_prefix(region: str, checkpoint_id: int) -> bytes:
-    return _key(region, "merge", str(checkpoint_id)) + b"/"
-
-
 def _key(*parts: str) -> bytes:
     for p in parts:
         if "/" in p:

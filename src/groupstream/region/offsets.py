@@ -15,10 +15,6 @@ class OffsetManager:
     def __init__(self) -> None:
         self._next: dict[TopicPartition, int] = {}
 
-    def set_position(self, tp: TopicPartition, offset: int) -> None:
-        """The partition starts (or restarts) at ``offset``: nothing before it is to be submitted."""
-        self._next[tp] = offset
-
     def submitted(self, tp: TopicPartition, offset: int) -> None:
         """A message at ``offset`` was submitted; an unassigned partition's message is not recorded."""
         if tp in self._next and offset >= self._next[tp]:

@@ -32,7 +32,6 @@ NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _PREFIX = struct.Struct(">qi")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -152,7 +151,3 @@ def iter_batches(buf: bytes | bytearray | memoryview, validate_crc: bool = True)
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Assign offsets in place: baseOffset is outside the CRC, so nothing else changes."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
-
-
-def patch_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    _LEADER_EPOCH.pack_into(buf, pos + 12, epoch)
