@@ -12,8 +12,15 @@ sessions of 6 s, the minimum of ``group.min.session.timeout.ms``; ``consumer`` g
 waits for the group's described state to change.
 
 Both brokers run each scenario at the same time (in two threads): the scenarios are mostly waits on those
-timeouts. Differences that are deliberate on our side are pinned on each side in the scenario and named
-in the README.
+timeouts. What is normalised or pinned, and why:
+
+- ``consumer`` group epochs: Kafka 4.4 creates a group at epoch 1 (KAFKA-20268), so every epoch above 0 is
+  one more than ours; the Apache transcript counts from 0 (``Script.epoch_base``);
+- Kafka 4.4 batches target assignments (KIP-1263, ``APACHE_GROUP_CONFIGS``): the scenario's group is set to
+  compute them at once, as we do;
+- deliberate differences, pinned on each side: a duplicate ``group.instance.id`` in a classic group fences
+  the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our server ``range`` assignor
+  is sticky, Kafka's is not (``RANGE_STEP``).
 """
 
 from __future__ import annotations
@@ -27,14 +34,27 @@ import pytest
 
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import KIP848_TEST_SETTINGS, BrokerKind, BrokerProcess
-from support.group_script import ClassicMember, Script, Step, compare, form_classic
-from support.kafka_probes import find_group_coordinator, metadata
+from support.group_script import (
+    ClassicMember,
+    ConsumerMember,
+    Script,
+    Step,
+    compare,
+    coordinator_address,
+    form_classic,
+    new_member_id,
+)
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours, pytest.mark.broker_apache]
 
 PARTITIONS = 4
-Address = tuple[str, int]
+# Kafka 4.4 (KIP-1263) computes a `consumer` group's target assignment at most once a second by default, on a
+# background thread, so a heartbeat that bumps the group epoch is not answered with the new target at once.
+# We compute it within the heartbeat that bumps the epoch, as Kafka did up to 4.3 and 4.4 still does with
+# these group configs (set on each scenario's group on the Apache side only): the scenarios compare the
+# protocol itself, which the batching only delays.
+APACHE_GROUP_CONFIGS = {"consumer.assignment.interval.ms": "0", "consumer.assignor.offload.enable": "false"}
 Scenario = Callable[[Script], None]
 
 
@@ -47,30 +67,20 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def coordinator(bootstrap: str, group: str) -> Address:
-    """The address of ``group``'s coordinator (on a cluster of one's own it may be any node)."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    found: list[int] = []
-
-    def located() -> bool:
-        code, node = find_group_coordinator(host, int(port), group)
-        if code == 0:
-            found.append(node)
-        return code == 0
-
-    wait_until(located, 60, f"a coordinator for {group} at {bootstrap}", interval_s=0.1)
-    return metadata(host, int(port)).brokers[found[-1]]
-
-
 def run_both(scenario: Scenario, ours: BrokerProcess, apache: ApacheKafkaCluster | ExternalKafkaCluster,
              tag: str) -> tuple[list[Step], list[Step]]:  # fmt: skip
     """The scenario against each broker at once; (ours, Apache Kafka's) transcripts."""
-    group, topic = f"diff-{tag}", f"diff-{tag}"  # the same names on both: the scripts are byte for byte alike
+    # The same names and member ids on both: the scripts are byte for byte alike.
+    group, topic = f"diff-{tag}", f"diff-{tag}"
+    ids = {name: new_member_id(name) for name in ("a", "a2", "b", "c", "d")}
 
-    def run(bootstrap: str) -> list[Step]:
-        host, port = coordinator(bootstrap, group)
-        s = Script(host, port, group, topic)
+    def run(bootstrap: str, apache: bool) -> list[Step]:
+        first_host, first_port = bootstrap.split(",")[0].rsplit(":", 1)
+        host, port = coordinator_address(first_host, int(first_port), group)
+        s = Script(host, port, group, topic, ids=ids, epoch_base=1 if apache else 0)
         try:
+            if apache:
+                s.set_group_configs(APACHE_GROUP_CONFIGS)
             s.create_topic(PARTITIONS)
             scenario(s)
             return s.steps
@@ -78,8 +88,8 @@ def run_both(scenario: Scenario, ours: BrokerProcess, apache: ApacheKafkaCluster
             s.close()
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        mine = pool.submit(run, ours.bootstrap)
-        theirs = pool.submit(run, apache.bootstrap)
+        mine = pool.submit(run, ours.bootstrap, False)
+        theirs = pool.submit(run, apache.bootstrap, True)
         return mine.result(), theirs.result()
 
 
@@ -244,3 +254,158 @@ def test_classic_duplicate_instance_id(ours: BrokerProcess,
     assert (joined["error"], joined["generation"], joined["skip_assignment"]) == ("NONE", 1, True), theirs
     assert (heartbeat, newcomer) == ("FENCED_INSTANCE_ID", "NONE"), theirs
     assert [m["member"] for m in described["members"]] == ["d"], described
+
+
+# -- consumer protocol (KIP-848) -----------------------------------------------------------------------------
+
+
+def consumer_members(s: Script, *names: str, **kwargs: Any) -> list[ConsumerMember]:
+    """Members with ids the test chose (the same on both brokers: ``Script.ids``)."""
+    return [ConsumerMember(s, n, s.ids[n], **kwargs) for n in names]
+
+
+def consumer_join_leave_commit(s: Script) -> None:
+    a, b = consumer_members(s, "a", "b")
+    s.describe_consumer("unknown group described")
+    a.heartbeat("a joins")
+    a.heartbeat("a heartbeats")
+    s.describe_consumer("described with a")
+    b.heartbeat("b joins")
+    s.describe_consumer("described after b joined")
+    a.heartbeat("a heartbeats after b joined")
+    s.describe_consumer("described while a revokes")
+    b.heartbeat("b heartbeats before a revoked")
+    a.heartbeat("a reports its revocation")
+    b.heartbeat("b heartbeats after a revoked")
+    b.heartbeat("b heartbeats again")
+    s.describe_consumer("described once reconciled")
+    a.commit("a commits with its epoch", {0: 5})
+    a.commit("a commits with an older epoch", {0: 5}, epoch=a.epoch - 1)
+    a.commit("a commits with an epoch ahead", {0: 5}, epoch=a.epoch + 1)
+    a.heartbeat("a heartbeats with an older epoch", epoch=a.epoch - 1)
+    a.heartbeat("a heartbeats with an epoch ahead", epoch=a.epoch + 1)
+    b.leave("b leaves")
+    b.heartbeat("b heartbeats after leaving", epoch=b.epoch)
+    b.commit("b commits after leaving", {1: 5})
+    s.describe_consumer("described after b left")
+    a.heartbeat("a heartbeats after b left")
+    a.heartbeat("a heartbeats again")
+    s.describe_consumer("described with a alone")
+    a.leave("a leaves")
+    s.describe_consumer("described empty")
+    a.commit("a commits for the empty group without an epoch", {1: 7}, epoch=-1)
+
+
+def test_consumer_join_leave_commit(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_join_leave_commit, ours, apache_node, unique("kj"))
+    compare(mine, theirs)
+
+
+def reconcile(s: Script, members: list[ConsumerMember], prefix: str) -> None:
+    """Each member heartbeats in turn until the group is stable: revocations reported, new partitions
+    handed out (a fixed order, so both brokers see the same sequence); every heartbeat is recorded."""
+    for round_ in range(1, 4):
+        for m in members:
+            m.heartbeat(f"{prefix}: {m.name} heartbeats (round {round_})")
+    s.describe_consumer(f"{prefix}: described")
+
+
+def consumer_static_bounce_duplicate(s: Script) -> None:
+    a = ConsumerMember(s, "a", s.ids["a"], instance_id="inst-a")
+    (b,) = consumer_members(s, "b")
+    a.heartbeat("a joins with an instance id")
+    b.heartbeat("b joins")
+    reconcile(s, [a, b], "formed")
+    d = ConsumerMember(s, "d", s.ids["d"], instance_id="inst-a")
+    d.heartbeat("a second process joins with a's instance id")
+    s.describe_consumer("described after the second process was refused")
+    a.leave("a leaves, keeping its place (epoch -2)")
+    s.describe_consumer("described while a's place is kept")
+    b.heartbeat("b heartbeats while a's place is kept")
+    a2 = ConsumerMember(s, "a2", s.ids["a2"], instance_id="inst-a")
+    a2.heartbeat("a's restarted process joins with a's instance id")
+    s.describe_consumer("described after the bounce")
+    a2.heartbeat("a's restarted process heartbeats")
+    b.heartbeat("b heartbeats after the bounce")
+    a.heartbeat("a's old member id heartbeats", epoch=0)
+    a2.commit("a's restarted process commits", {0: 3})
+    a2.leave("a's restarted process leaves for good")
+    s.describe_consumer("described after the static member left")
+
+
+def test_consumer_static_bounce_and_duplicate_instance_id(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_static_bounce_duplicate, ours, apache_node, unique("ks"))
+    compare(mine, theirs)
+
+
+def consumer_session_expiry(s: Script) -> None:
+    a, b = consumer_members(s, "a", "b")
+    a.heartbeat("a joins")
+    b.heartbeat("b joins")
+    reconcile(s, [a, b], "formed")
+
+    def b_gone() -> bool:  # a heartbeats (its session must not run out too) until b's session has
+        r = a.heartbeat_raw()
+        assert r.error_code == 0, f"a's heartbeat while b's session runs out: {r.error_code}"
+        g = s.consumer_view(s.describe_consumer_raw())
+        return [m["member"] for m in g["members"]] == ["a"]
+
+    wait_until(b_gone, 30, "b's session to expire", interval_s=0.5)
+    b.heartbeat("b heartbeats after its session expired")
+    b.commit("b commits after its session expired", {2: 1})
+    reconcile(s, [a], "a alone")
+    b.rejoin("b joins again")
+    reconcile(s, [a, b], "b back")
+
+
+def test_consumer_session_expiry(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_session_expiry, ours, apache_node, unique("ke"))
+    compare(mine, theirs)
+
+
+def consumer_rebalance_timeout(s: Script) -> None:
+    """a does not revoke within its rebalance timeout: it is fenced and b gets the partitions."""
+    a = ConsumerMember(s, "a", s.ids["a"], rebalance_timeout_ms=2000)
+    b = ConsumerMember(s, "b", s.ids["b"], rebalance_timeout_ms=2000)
+    a.heartbeat("a joins")
+    b.heartbeat("b joins")
+    a.hold = True
+    a.heartbeat("a is asked to revoke")
+    a.heartbeat("a heartbeats still owning everything")
+    s.describe_consumer("described while a holds on")
+    s.await_consumer(
+        lambda g: [m["member"] for m in g["members"]] == ["b"], "a fenced after its rebalance timeout"
+    )
+    s.describe_consumer("described once a was fenced")
+    a.heartbeat("a heartbeats after it was fenced")
+    a.commit("a commits after it was fenced", {0: 1})
+    reconcile(s, [b], "b alone")
+    a.rejoin("a joins again")
+    for _ in range(3):  # which member gets which range differs by design (RANGE_STEP); each side pinned below
+        a.heartbeat_raw(), b.heartbeat_raw()
+    g = s.consumer_view(s.describe_consumer_raw())
+    s.record("a back: epochs and states", {**g, "members": [{**m, "assignment": len(m["assignment"][0][1]),
+                                           "target": None} for m in g["members"]]})  # fmt: skip
+    s.record(RANGE_STEP, {m["member"]: m["assignment"] for m in g["members"]})
+
+
+# Our server-side `range` assignor is sticky (src/groupstream/assignment/server_range.py): when the member
+# set changes, each range goes preferably to the member already holding most of it. Kafka 4.4's hands range
+# i to the i-th member by (instance id, member id), whatever they held: here b, alone with every partition,
+# keeps 0-1 with us and moves to 2-3 with Kafka when a comes back.
+RANGE_STEP = "a back: who got which range"
+
+
+def test_consumer_rebalance_timeout(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_rebalance_timeout, ours, apache_node, unique("kr"))
+    compare(mine, theirs, deliberate=[RANGE_STEP])
+    assert step(mine, RANGE_STEP) == {"a": [("<topic>", [2, 3])], "b": [("<topic>", [0, 1])]}, mine
+    assert step(theirs, RANGE_STEP) == {"a": [("<topic>", [0, 1])], "b": [("<topic>", [2, 3])]}, theirs

@@ -18,7 +18,7 @@ import select
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from groupstream.protocol.connection import ClientConnection
@@ -32,15 +32,25 @@ from groupstream.protocol.consumer_protocol import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import APIS, by_name
-from support.kafka_probes import find_group_coordinator
+from support.kafka_probes import find_group_coordinator, metadata
 from support.waiting import wait_until
 
-__all__ = ["VERSIONS", "ClassicMember", "ConsumerMember", "Script", "Step", "Wire", "compare"]
+__all__ = [
+    "VERSIONS",
+    "ClassicMember",
+    "ConsumerMember",
+    "Script",
+    "Step",
+    "Wire",
+    "compare",
+    "coordinator_address",
+]
 
 # The versions every script speaks, whichever broker it talks to: the newest both Apache Kafka 4.x and we
 # serve, so the bytes on the wire are the same for both.
 VERSIONS: dict[str, int] = {
     "Metadata": 12,
+    "IncrementalAlterConfigs": 1,
     "CreateTopics": 7,
     "JoinGroup": 9,
     "SyncGroup": 5,
@@ -53,11 +63,26 @@ VERSIONS: dict[str, int] = {
 }
 
 Step = tuple[str, Any]
+_LOADING = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 _V = TypeVar("_V")
 
 
 def err(code: int) -> str:
     return ErrorCode(code).name
+
+
+def coordinator_address(host: str, port: int, group: str) -> tuple[str, int]:
+    """Where ``group``'s coordinator is (on a cluster of one's own it may be any node), once there is one."""
+    found: list[int] = []
+
+    def located() -> bool:
+        code, node = find_group_coordinator(host, port, group)
+        if code == 0:
+            found.append(node)
+        return code == 0
+
+    wait_until(located, 60, f"a coordinator for {group} at {host}:{port}", interval_s=0.1)
+    return metadata(host, port).brokers[found[-1]]
 
 
 class Wire:
@@ -113,6 +138,11 @@ class Script:
     steps: list[Step] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # member id or topic id -> the scenario's name
     wires: list[Wire] = field(default_factory=list)
+    ids: Mapping[str, str] = field(default_factory=dict)  # consumer-protocol member ids, chosen by the test
+    # What a new ``consumer`` group's epochs start from: Kafka 4.4 creates a group at epoch 1 with an empty
+    # target assignment (KAFKA-20268, for assignments computed in the background), so its first member is
+    # at epoch 2 where ours is at 1. Epochs above 0 are recorded less this (0, -1 and -2 mean themselves).
+    epoch_base: int = 0
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
@@ -141,6 +171,10 @@ class Script:
 
     def pairs(self, partitions: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
         return tuple(("<topic>" if t == self.topic else t, p) for t, p in partitions)
+
+    def epoch(self, value: int) -> int:
+        """An epoch as the transcript counts it (see ``epoch_base``)."""
+        return value - self.epoch_base if value > 0 else value
 
     def learn(self, broker_value: str, name: str) -> None:
         if broker_value and broker_value not in self.names:
@@ -174,9 +208,45 @@ class Script:
         wait_until(visible, 30, f"topic {self.topic} with {partitions} led partitions", interval_s=0.1)
         wait_until(lambda: find_group_coordinator(self.host, self.port, self.group)[0] == 0, 60,
                    f"a coordinator for {self.group}", interval_s=0.1)  # fmt: skip
-        loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        wait_until(lambda: self.describe_classic_raw().groups[0].error_code not in loading, 60,
+        self._wait_assignable(partitions)
+        wait_until(lambda: self.describe_classic_raw().groups[0].error_code not in _LOADING, 60,
                    f"the coordinator of {self.group} loaded", interval_s=0.1)  # fmt: skip
+
+    def _wait_assignable(self, partitions: int) -> None:
+        """Until the group coordinator assigns the topic's partitions: Kafka's coordinator learns of a new
+        topic from its own copy of the cluster metadata, which may lag the Metadata answers; a group formed
+        before then is assigned nothing. A throwaway ``consumer`` group (not the scenario's) asks."""
+        group = f"{self.group}-ready"
+        host, port = coordinator_address(self.host, self.port, group)
+        probe_script = replace(self, host=host, port=port, group=group, steps=[], names={}, wires=[])
+        probe = ConsumerMember(probe_script, "ready", new_member_id(), assignor=None)
+        self.wires.append(probe.wire)
+
+        def assigned() -> bool:
+            r = probe.heartbeat_raw()
+            if r.error_code in _LOADING:
+                return False
+            assert r.error_code == 0, f"probe heartbeat: {err(r.error_code)} {r.error_message}"
+            return sum(len(ps) for _, ps in probe.assigned) == partitions
+
+        wait_until(assigned, 30, f"the coordinator assigning {self.topic}'s {partitions} partitions",
+                   interval_s=0.1)  # fmt: skip
+        probe.leave_raw()
+
+    def set_group_configs(self, configs: Mapping[str, str]) -> None:
+        """Group-level configs (IncrementalAlterConfigs SET on resource type GROUP), set before the group
+        exists: how Apache Kafka is told to run one group the way the scenario needs."""
+        R: Any = by_name("IncrementalAlterConfigs").Request
+        C = R.AlterConfigsResource
+        resource = C(resource_type=32, resource_name=self.group,
+                     configs=[C.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])  # fmt: skip
+        resp = self.wire("diff-setup").call(
+            "IncrementalAlterConfigs", resources=[resource], validate_only=False
+        )
+        answer = resp.responses[0]
+        assert answer.error_code == 0, (
+            f"group configs {dict(configs)}: {err(answer.error_code)} {answer.error_message}"
+        )
 
     # -- DescribeGroups and ConsumerGroupDescribe ----------------------------------------------------------
 
@@ -241,13 +311,13 @@ class Script:
                 return []
             return sorted((self.name(str(tp.topic_id)), sorted(tp.partitions)) for tp in a.topic_partitions)
 
-        members = [{"member": self.name(m.member_id), "instance": m.instance_id, "epoch": m.member_epoch,
+        members = [{"member": self.name(m.member_id), "instance": m.instance_id, "epoch": self.epoch(m.member_epoch),
                     "client": m.client_id, "topics": sorted(self.topics(m.subscribed_topic_names or [])),
                     "regex": m.subscribed_topic_regex, "assignment": parts(m.assignment),
                     "target": parts(m.target_assignment), "type": m.member_type}
                    for m in g.members]  # fmt: skip
-        return {"error": err(g.error_code), "state": g.group_state, "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name,
+        return {"error": err(g.error_code), "state": g.group_state, "group_epoch": self.epoch(g.group_epoch),
+                "assignment_epoch": self.epoch(g.assignment_epoch), "assignor": g.assignor_name,
                 "members": sorted(members, key=lambda x: str(x["member"]))}  # fmt: skip
 
     def describe_consumer(self, step: str) -> dict[str, Any]:
@@ -444,15 +514,26 @@ class ConsumerMember:
         if r.assignment is not None:
             assignment = sorted((self.s.name(str(tp.topic_id)), sorted(tp.partitions))
                                 for tp in r.assignment.topic_partitions)  # fmt: skip
-        return {"error": err(r.error_code), "member": self.s.name(r.member_id or ""), "epoch": r.member_epoch,
+        return {"error": err(r.error_code), "member": self.s.name(r.member_id or ""), "epoch": self.s.epoch(r.member_epoch),
                 "heartbeat_interval_ms": r.heartbeat_interval_ms, "assignment": assignment}  # fmt: skip
 
     def heartbeat(self, step: str, epoch: int | None = None) -> dict[str, Any]:
         return self.s.record(step, self.view(self.heartbeat_raw(epoch)))
 
+    def rejoin(self, step: str) -> dict[str, Any]:
+        """What a fenced member does: give up every partition and join again at epoch 0."""
+        self.epoch, self.assigned, self.owned, self.hold = 0, [], [], False
+        return self.heartbeat(step)
+
     def leave(self, step: str) -> dict[str, Any]:
         """Epoch -1 (leave) for a dynamic member, -2 (leave, keeping the place for a while) for a static one."""
-        return self.heartbeat(step, -2 if self.instance_id is not None else -1)
+        return self.heartbeat(step, self._leave_epoch())
+
+    def leave_raw(self) -> Any:
+        return self.heartbeat_raw(self._leave_epoch())
+
+    def _leave_epoch(self) -> int:
+        return -2 if self.instance_id is not None else -1
 
     def commit(self, step: str, offsets: Mapping[int, int], *, epoch: int | None = None) -> dict[int, str]:
         R: Any = by_name("OffsetCommit").Request
@@ -468,9 +549,10 @@ class ConsumerMember:
         )
 
 
-def new_member_id() -> str:
-    """A member id as the Java client makes one (a random UUID); the same ids are used against both brokers."""
-    return str(uuid.uuid4())
+def new_member_id(name: str = "") -> str:
+    """A member id as the Java client makes one (a random UUID), after ``name``: the same ids are used
+    against both brokers, and members sort by name (the server assignors order members by id)."""
+    return f"{name}{uuid.uuid4()}"
 
 
 # -- comparing ------------------------------------------------------------------------------------------------
