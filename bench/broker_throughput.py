@@ -1,50 +1,76 @@
-"""Broker throughput: our broker against Tansu, with confluent-kafka as the client, in one run.
+"""Broker throughput: our broker against Tansu and a single-node Apache Kafka, with confluent-kafka and Kafka's
+own perf-test tools as the clients, in one run.
 
-For each broker and each (records, value size) case, on a fresh topic with 6 partitions:
-- produce: keyless values, acks=all, linger.ms=10 so batches form, no compression; timed from the first
-  produce() to the end of flush() (every record acknowledged);
-- fetch: an assign-mode consumer reads every partition from offset 0; timed from assign() until every record
-  has been read.
-Prints records/s and MB/s (10^6 bytes of values per second) for each broker and the ratio ours/Tansu.
+For each (records, value size) case, on a fresh topic with 6 partitions per broker and run:
+- produce: keyless values, acks=all, linger.ms=10 so batches form (up to 1 MB), no compression, idempotence off;
+  confluent-kafka is timed from the first produce() to the end of flush() (every record acknowledged);
+  ``kafka-producer-perf-test`` (``ProducerPerformance``, the same settings as producer properties) reports its
+  own records/s over the same span;
+- fetch: confluent-kafka in assign mode reads every partition from offset 0, touching every value (their
+  lengths summed and checked), timed from assign() until the last record; ``kafka-consumer-perf-test``
+  (``ConsumerPerformance``, a subscribing consumer that sums the values' lengths) reports fetch records/s, which
+  leaves out its group join.
+Prints records/s and MB/s (10^6 bytes of values per second) for each broker, and the ratios ours/Tansu and
+ours/Kafka. All the brokers run at once (idle but for the one measured) and take turns within each round, so
+load from elsewhere on the machine hits them alike; the fastest of ``--repeat`` rounds counts.
 
-Our broker runs with its durable log and default flush policy; Tansu with its default (memory) storage.
+``--flush`` (one or more, each a set of runs): ``default`` is each broker's own (ours: fsync before an acks=all
+answer; Kafka: the page cache, no fsync; Tansu: memory); ``os`` is no fsync on both ours
+(``log.flush.policy=os``) and Kafka (its default); ``fsync`` is an fsync before the answer on both (ours by
+default; Kafka ``log.flush.interval.messages=1``). Kafka runs as its start scripts run it (1 GB heap, G1) with
+its default thread counts; Tansu with its default (memory) storage.
 
-    .venv/bin/python bench/broker_throughput.py [--brokers tansu,groupstream] [--records 500000,200000]
-        [--value-size 100,1024] [--partitions 6] [--repeat 3] [--write-results]
+    .venv/bin/python bench/broker_throughput.py [--brokers tansu,groupstream,apache] [--records 500000,200000]
+        [--value-size 100,1024] [--partitions 6] [--repeat 3] [--flush default|os|fsync,...]
+        [--clients confluent,perf-test] [--write-results]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
+from kit import (
+    APACHE,
+    RESULTS,
+    THROUGHPUT_PRODUCER,
+    Broker,
+    Case,
+    broker_names,
+    confluent_fetch,
+    confluent_produce,
+    create_topic,
+    environment,
+    kafka_tool_command,
+    os_load,
+    parse_cases,
+    write_section,
+)
+from support.brokers import BrokerKind
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+FLUSH_SETTINGS: dict[str, dict[str, dict[str, str]]] = {
+    "default": {},
+    "os": {BrokerKind.GROUPSTREAM.value: {"log.flush.policy": "os"}},
+    "fsync": {APACHE: {"log.flush.interval.messages": "1"}},
+}
+CLIENTS = ("confluent", "perf-test")
+PERF_PRODUCER = {k: v for k, v in THROUGHPUT_PRODUCER.items() if k in ("acks", "linger.ms", "batch.size")} | {
+    "enable.idempotence": "false", "compression.type": "none", "buffer.memory": 268_435_456,
+}  # fmt: skip
+PERF_CONSUMER = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760}
+ORDER = (BrokerKind.TANSU.value, BrokerKind.GROUPSTREAM.value, APACHE)
+LABEL = {BrokerKind.TANSU.value: "tansu", BrokerKind.GROUPSTREAM.value: "groupstream", APACHE: "Apache Kafka"}
 
-from results import RESULTS, confluent_versions, machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    records: int
-    value_size: int
-
-    def __str__(self) -> str:
-        size = f"{self.value_size // 1024} KB" if self.value_size % 1024 == 0 else f"{self.value_size} B"
-        return f"{self.records:,} x {size}"
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    broker: BrokerKind
+    broker: str
+    flush: str
+    client: str
     case: Case
     produce_s: float
     fetch_s: float
@@ -69,178 +95,181 @@ class Measurement:
     def fetch_mbps(self) -> float:
         return self.mb / self.fetch_s
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
-        time.sleep(0.05)  # poll interval, bounded by the deadline above
 
-def produce(bootstrap: str, topic: str, case: Case) -> float:
-    value = os.urandom(case.value_size)
-    acked = 0
-    errors: list[str] = []
+# --- Kafka's perf-test tools ----------------------------------------------------------------------------------
 
-    def on_delivery(err: KafkaError | None, msg: Message) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        else:
-            errors.append(str(err))
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": False,
-            "compression.type": "none",
-            "linger.ms": 10,
-            "batch.size": 1_000_000,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-        }
-    )
-    produce_one = producer.produce
-    start = time.perf_counter()
-    for i in range(case.records):
-        try:
-            produce_one(topic, value, on_delivery=on_delivery)
-        except BufferError:
-            producer.poll(0.01)
-            produce_one(topic, value, on_delivery=on_delivery)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if left or errors or acked != case.records:
-        raise RuntimeError(f"produce: {acked} acked, {left} left, errors {errors[:3]}")
-    return elapsed
+def _tool(main: str, args: list[str]) -> str:
+    done = subprocess.run(kafka_tool_command(main, *args), capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
 
-def fetch(bootstrap: str, topic: str, case: Case, partitions: int) -> float:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}-bench",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "queued.max.messages.kbytes": 262_144,
-        }
-    )
-    try:
-        consumer.list_topics(topic, timeout=10)  # connect and learn the leaders before the clock starts
-        got = 0
-        start = time.perf_counter()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + 600
-        while got < case.records:
-            for m in consumer.consume(num_messages=10_000, timeout=1.0):
-                if m.error() is not None:
-                    raise RuntimeError(f"fetch error: {m.error()}")
-                got += 1
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fetch stalled at {got} of {case.records}")
-        return time.perf_counter() - start
-    finally:
-        consumer.close()
 
-def run_broker(
-    kind: BrokerKind, cases: list[Case], partitions: int, repeat: int, workdir: Path
+def perf_produce(bootstrap: str, topic: str, case: Case) -> float:
+    """``kafka-producer-perf-test``: its records/s turned back into seconds (its last line: "N records sent,
+    X records/sec (...)"); it fails unless every record is acknowledged."""
+    props = [f"{k}={v}" for k, v in PERF_PRODUCER.items()]
+    out = _tool("org.apache.kafka.tools.ProducerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(case.records),
+        "--record-size", str(case.value_size), "--throughput", "-1", "--producer-props", *props])  # fmt: skip
+    last = [line for line in out.splitlines() if "records sent" in line][-1]
+    sent, rate = int(last.split()[0]), float(last.split(",")[1].split()[0])
+    if sent != case.records:
+        raise RuntimeError(f"perf-test producer sent {sent} of {case.records}: {last}")
+    return case.records / rate
+
+
+def perf_fetch(bootstrap: str, topic: str, case: Case) -> float:
+    """``kafka-consumer-perf-test``: fetch records/s (from the first record, the group join left out) turned
+    back into seconds; the records and bytes it counted must be the topic's."""
+    props = [a for k, v in PERF_CONSUMER.items() for a in ("--command-property", f"{k}={v}")]
+    out = _tool("org.apache.kafka.tools.ConsumerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(case.records),
+        "--timeout", "120000", "--group", f"{topic}-perf", *props])  # fmt: skip
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = [h.strip() for h in lines[-2].split(",")]
+    row = dict(zip(header, (v.strip() for v in lines[-1].split(",")), strict=True))
+    got, mb = int(row["data.consumed.in.nMsg"]), float(row["data.consumed.in.MB"])
+    want_mb = case.records * case.value_size / (1024 * 1024)
+    if got != case.records or abs(mb - want_mb) > 0.01 * want_mb + 0.01:
+        raise RuntimeError(f"perf-test consumer read {got} records ({mb} MB) of {case.records}: {row}")
+    return case.records / float(row["fetch.nMsg.sec"])
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+def run_flush(
+    flush: str, names: list[str], clients: list[str], cases: list[Case], partitions: int, repeat: int, workdir: Path
 ) -> list[Measurement]:
-    """Each case ``repeat`` times on fresh topics; keeps the fastest produce and the fastest fetch."""
+    """Every broker started with this flush setting; each case ``repeat`` rounds in which the brokers (and the
+    clients) take turns on fresh topics; the fastest produce and the fastest fetch of each are kept."""
     out = []
-    with BrokerProcess(kind, workdir / str(kind), start_timeout=60) as broker:
+    brokers = [Broker(n, workdir / flush, FLUSH_SETTINGS[flush].get(n)) for n in names]
+    started: list[Broker] = []
+    try:
+        for b in brokers:
+            started.append(b.__enter__())
         for n, case in enumerate(cases):
-            runs = []
+            runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
             for r in range(repeat):
-                topic = f"bench-{n}-{case.value_size}-{r}"
-                create_topic(broker.bootstrap, topic, partitions)
-                runs.append((produce(broker.bootstrap, topic, case), fetch(broker.bootstrap, topic, case, partitions)))
-            m = Measurement(kind, case, min(p for p, _ in runs), min(f for _, f in runs))
-            out.append(m)
-            print(
-                f"  {kind:<11} {case!s:<16} produce {m.produce_rps:>10,.0f} rec/s {m.produce_mbps:7.1f} MB/s"
-                f"   fetch {m.fetch_rps:>10,.0f} rec/s {m.fetch_mbps:7.1f} MB/s",
-                flush=True,
-            )
+                for b in brokers:
+                    for client in clients:
+                        topic = f"bench-{flush}-{n}-{case.value_size}-{client}-{r}"
+                        create_topic(b.bootstrap, topic, partitions)
+                        if client == "confluent":
+                            value = os.urandom(case.value_size)
+                            p = confluent_produce(b.bootstrap, topic, case.records, value)
+                            f = confluent_fetch(b.bootstrap, topic, case, partitions)
+                        else:
+                            p, f = perf_produce(b.bootstrap, topic, case), perf_fetch(b.bootstrap, topic, case)
+                        runs.setdefault((b.name, client), []).append((p, f))
+            for b in brokers:
+                for client in clients:
+                    got = runs[(b.name, client)]
+                    m = Measurement(b.name, flush, client, case, min(p for p, _ in got), min(f for _, f in got))
+                    out.append(m)
+                    print(
+                        f"  {flush:<7} {client:<9} {b.name:<11} {case!s:<16} produce {m.produce_rps:>10,.0f} rec/s "
+                        f"{m.produce_mbps:7.1f} MB/s   fetch {m.fetch_rps:>10,.0f} rec/s {m.fetch_mbps:7.1f} MB/s",
+                        flush=True,
+                    )
+    finally:
+        for b in started:
+            b.__exit__(None, None, None)
     return out
 
+
 def table(results: list[Measurement], cases: list[Case], partitions: int) -> str:
+    """The single-client, default-flush table of before when that is all that ran; else flush and client
+    columns, and a ratio row against each peer."""
+    flushes = list(dict.fromkeys(m.flush for m in results))
+    clients = list(dict.fromkeys(m.client for m in results))
+    plain = flushes == ["default"] and clients == ["confluent"]
+    head = "" if plain else "flush | client | "
     lines = [
-        f"| case ({partitions} partitions) | broker | produce rec/s | produce MB/s | fetch rec/s | fetch MB/s |",
-        "|---|---|---:|---:|---:|---:|",
+        f"| case ({partitions} partitions) | {head}broker | produce rec/s | produce MB/s | fetch rec/s | fetch MB/s |",
+        "|---|" + ("---|---|" if not plain else "") + "---|---:|---:|---:|---:|",
     ]
-    for case in cases:
-        row = {m.broker: m for m in results if m.case == case}
-        for kind in (BrokerKind.TANSU, BrokerKind.GROUPSTREAM):
-            if kind in row:
-                m = row[kind]
-                lines.append(
-                    f"| {case} | {kind} | {m.produce_rps:,.0f} | {m.produce_mbps:.1f} | "
-                    f"{m.fetch_rps:,.0f} | {m.fetch_mbps:.1f} |"
-                )
-        if BrokerKind.TANSU in row and BrokerKind.GROUPSTREAM in row:
-            ours, tansu = row[BrokerKind.GROUPSTREAM], row[BrokerKind.TANSU]
-            lines.append(
-                f"| {case} | **ours/Tansu** | {ours.produce_rps / tansu.produce_rps:.2f}x | | "
-                f"{ours.fetch_rps / tansu.fetch_rps:.2f}x | |"
-            )
+    for flush in flushes:
+        for client in clients:
+            for case in cases:
+                row = {m.broker: m for m in results if (m.case, m.flush, m.client) == (case, flush, client)}
+                lead = f"| {case} | " + ("" if plain else f"{flush} | {client} | ")
+                for kind in ORDER:
+                    if kind in row:
+                        m = row[kind]
+                        name = kind if plain else LABEL[kind]
+                        lines.append(f"{lead}{name} | {m.produce_rps:,.0f} | {m.produce_mbps:.1f} | "
+                                     f"{m.fetch_rps:,.0f} | {m.fetch_mbps:.1f} |")  # fmt: skip
+                ours = row.get(BrokerKind.GROUPSTREAM.value)
+                for peer, label in ((BrokerKind.TANSU.value, "Tansu"), (APACHE, "Kafka")):
+                    if ours is not None and peer in row:
+                        lines.append(f"{lead}**ours/{label}** | {ours.produce_rps / row[peer].produce_rps:.2f}x | | "
+                                     f"{ours.fetch_rps / row[peer].fetch_rps:.2f}x | |")  # fmt: skip
     return "\n".join(lines)
 
-def parse_ints(text: str) -> list[int]:
-    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", default="tansu,groupstream", help="comma-separated: tansu, groupstream")
+    ap.add_argument("--brokers", default="tansu,groupstream", help="comma-separated: tansu, groupstream, apache")
     ap.add_argument("--records", default="500000,200000", help="records per case (one value, or one per size)")
     ap.add_argument("--value-size", default="100,1024", help="value sizes in bytes, one case each")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; the fastest is reported")
+    ap.add_argument("--flush", default="default", help="comma-separated: default, os, fsync (see above)")
+    ap.add_argument("--clients", default="confluent", help="comma-separated: confluent, perf-test")
     ap.add_argument("--write-results", action="store_true", help=f"update the section in {RESULTS}")
     args = ap.parse_args()
 
-    kinds = [BrokerKind(k.strip()) for k in args.brokers.split(",") if k.strip()]
-    sizes = parse_ints(args.value_size)
-    counts = parse_ints(args.records)
-    if len(counts) == 1:
-        counts = counts * len(sizes)
-    if len(counts) != len(sizes):
-        ap.error("--records takes one value or one per --value-size")
-    cases = [Case(n, s) for n, s in zip(counts, sizes, strict=True)]
+    names = broker_names(args.brokers, ap)
+    cases = parse_cases(ap, args.records, args.value_size)
+    flushes = [f.strip() for f in args.flush.split(",") if f.strip()]
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if set(flushes) - FLUSH_SETTINGS.keys() or set(clients) - set(CLIENTS):
+        ap.error(f"--flush takes {', '.join(FLUSH_SETTINGS)}; --clients takes {', '.join(CLIENTS)}")
 
     env = environment()
-    print(f"broker throughput: {env}")
+    load = os_load()
+    print(f"broker throughput: {env}; load average {load}")
     results: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="bench-brokers-") as tmp:
-        for kind in kinds:
-            results += run_broker(kind, cases, args.partitions, args.repeat, Path(tmp))
+        for flush in flushes:
+            results += run_flush(flush, names, clients, cases, args.partitions, args.repeat, Path(tmp))
     text = table(results, cases, args.partitions)
     print()
     print(text)
     if args.write_results:
-        write_results(
+        kafka = ""
+        if APACHE in names:
+            from support.kafka_jars import kafka_version
+
+            kafka = (
+                f" Apache Kafka {kafka_version()}: one combined KRaft node, run as its start scripts run it (1 GB "
+                "heap, G1), its default thread counts, replication factor 1. Flush: `default` is each broker's own "
+                "(ours fsyncs before an acks=all answer, Kafka leaves it to the page cache), `os` is no fsync on "
+                "both (ours log.flush.policy=os), `fsync` an fsync before the answer on both (Kafka "
+                "log.flush.interval.messages=1). perf-test: Kafka's ProducerPerformance/ConsumerPerformance with the "
+                "same producer settings (and buffer.memory=256 MB), fetch records/s as the tool reports them (its "
+                "group join left out)."
+            )
+        extra = "" if args.flush == "default" and args.clients == "confluent" else (
+            f" --flush {args.flush} --clients {args.clients}")  # fmt: skip
+        write_section(
+            "broker_throughput",
             "## Broker throughput (`bench/broker_throughput.py`)\n\n"
-            f"{env}. Client: confluent-kafka; produce acks=all, linger.ms=10, no compression, keyless; fetch in "
-            "assign mode from offset 0. Our broker: durable log, default flush policy. Tansu 0.6.0: memory "
-            f"storage. MB/s counts value bytes (10^6 B).\n\n"
+            f"{env}; load average {load} at the start. Client: confluent-kafka; produce acks=all, linger.ms=10, "
+            "no compression, keyless; fetch in assign mode from offset 0, every value touched. All brokers run at "
+            "once and take turns in each round; the fastest of the rounds. Our broker: durable log. Tansu 0.6.0: "
+            f"memory storage.{kafka} MB/s counts value bytes (10^6 B).\n\n"
             f"Command: `python bench/broker_throughput.py --brokers {args.brokers} --records {args.records} "
-            f"--value-size {args.value_size} --partitions {args.partitions} --repeat {args.repeat} --write-results`\n\n{text}"
+            f"--value-size {args.value_size} --partitions {args.partitions} --repeat {args.repeat}{extra} "
+            f"--write-results`\n\n{text}",
         )
         print(f"\nwrote {RESULTS}")
     return 0
 
-def environment() -> str:
-    return f"{machine()}; {confluent_versions()}"
-
-def write_results(text: str) -> None:
-    write_section("broker_throughput", text)
 
 if __name__ == "__main__":
     raise SystemExit(main())

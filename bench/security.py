@@ -20,7 +20,6 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -30,19 +29,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # support.brokers
+from kit import (
+    ROOT,
+    Case,
+    confluent_fetch,
+    confluent_produce,
+    create_topic,
+    environment,
+    os_load,
+    parse_cases,
+    write_section,
+)
+
 sys.path.insert(0, str(ROOT / "tests" / "security"))  # tls_pki, kafka_wire
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from kafka_wire import WireClient, client_tls  # noqa: E402
-from tls_pki import Pki, make_pki  # noqa: E402
+from kafka_wire import WireClient, client_tls
+from tls_pki import Pki, make_pki
 
-from broker_throughput import Case, parse_ints  # noqa: E402
-from groupstream.security.scram import ScramMechanism  # noqa: E402
-from results import confluent_versions, machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess, free_port, groupstream_command  # noqa: E402
+from groupstream.security.scram import ScramMechanism
+from support.brokers import BrokerKind, BrokerProcess, free_port, groupstream_command
 
 USER, PASSWORD = "bench", "bench-password"
 
@@ -76,72 +81,9 @@ def client_conf(broker: Broker, pki: Pki, listener: str) -> dict[str, Any]:
 # --- throughput (bench/broker_throughput.py's client settings, with a security configuration) -------------------
 
 
-def create_topic(conf: dict[str, Any], topic: str, partitions: int) -> None:
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
-        time.sleep(0.05)  # poll interval, bounded by the deadline above
-
-
 def produce(conf: dict[str, Any], topic: str, case: Case) -> float:
     value = bytes(range(256)) * (case.value_size // 256) + bytes(case.value_size % 256)
-    acked = 0
-    errors: list[str] = []
-
-    def on_delivery(err: KafkaError | None, msg: Message) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        else:
-            errors.append(str(err))
-
-    producer = Producer({**conf, "acks": "all", "enable.idempotence": False, "compression.type": "none",
-                         "linger.ms": 10, "batch.size": 1_000_000, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})  # fmt: skip
-    producer.list_topics(topic, timeout=10)  # connected (and authenticated) before the clock starts
-    produce_one = producer.produce
-    start = time.perf_counter()
-    for i in range(case.records):
-        try:
-            produce_one(topic, value, on_delivery=on_delivery)
-        except BufferError:
-            producer.poll(0.01)
-            produce_one(topic, value, on_delivery=on_delivery)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if left or errors or acked != case.records:
-        raise RuntimeError(f"produce: {acked} acked, {left} left, errors {errors[:3]}")
-    return elapsed
-
-
-def fetch(conf: dict[str, Any], topic: str, case: Case, partitions: int) -> float:
-    consumer = Consumer({**conf, "group.id": f"{topic}-bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-                         "queued.max.messages.kbytes": 262_144})  # fmt: skip
-    try:
-        consumer.list_topics(topic, timeout=10)  # connect and learn the leaders before the clock starts
-        got = 0
-        start = time.perf_counter()
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + 600
-        while got < case.records:
-            for m in consumer.consume(num_messages=10_000, timeout=1.0):
-                if m.error() is not None:
-                    raise RuntimeError(f"fetch error: {m.error()}")
-                got += 1
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fetch stalled at {got} of {case.records}")
-        return time.perf_counter() - start
-    finally:
-        consumer.close()
+    return confluent_produce(conf, topic, case.records, value, connect_first=True)  # connected (and authenticated)
 
 
 THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
@@ -160,7 +102,7 @@ def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, rep
                 conf = client_conf(broker, pki, listener)
                 topic = f"sec-{n}-{listener.lower()}-{r}"
                 create_topic(conf, topic, partitions)
-                p, f = produce(conf, topic, case), fetch(conf, topic, case, partitions)
+                p, f = produce(conf, topic, case), confluent_fetch(conf, topic, case, partitions)
                 runs.setdefault((listener, case), []).append((p, f))
                 print(f"  {case!s:<16} {listener:<10} run {r + 1}: produce {case.records / p:>10,.0f} rec/s   "
                       f"fetch {case.records / f:>10,.0f} rec/s", flush=True)  # fmt: skip
@@ -272,12 +214,9 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=200, help="connections timed per set-up case")
     ap.add_argument("--write-results", action="store_true", help="update the security section of bench/RESULTS.md")
     args = ap.parse_args()
-    sizes, counts = parse_ints(args.value_size), parse_ints(args.records)
-    if len(counts) == 1:
-        counts = counts * len(sizes)
-    cases = [Case(n, s) for n, s in zip(counts, sizes, strict=True)]
-    env = f"{machine()}; {confluent_versions()}"
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    cases = parse_cases(ap, args.records, args.value_size)
+    env = environment()
+    load = os_load()
     print(f"security bench: {env}")
     with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
         pki = make_pki(Path(tmp) / "pki")

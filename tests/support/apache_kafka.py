@@ -19,7 +19,7 @@ import concurrent.futures
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +31,7 @@ if __name__ == "__main__":  # `make kafka-jars`: import the `support` package as
 from support.brokers import HOST, free_port
 from support.kafka_config import (
     CLUSTER_SETTINGS,
+    JVM_OPTIONS,
     LOG4J2_PROPERTIES,
     SINGLE_NODE_SETTINGS,
     jvm_command,
@@ -63,6 +64,7 @@ class KafkaNode(LoggedProcess):
         voters: str,
         settings: Mapping[str, str],
         stop_timeout: float = 30.0,
+        jvm_options: Sequence[str] = JVM_OPTIONS,
     ) -> None:
         super().__init__(workdir / f"kafka-{node_id}-{port}.log", stop_timeout=stop_timeout)
         self.node_id = node_id
@@ -71,6 +73,7 @@ class KafkaNode(LoggedProcess):
         self.controller_port = controller_port
         self.voters = voters
         self.settings = dict(settings)
+        self.jvm_options = tuple(jvm_options)
         self.data_dir = workdir / "data"
         self.properties_path = workdir / "server.properties"
         self.log4j2 = workdir.parent / "log4j2.properties"  # the cluster's, one for all of its nodes
@@ -106,7 +109,8 @@ class KafkaNode(LoggedProcess):
     def launch(self) -> None:
         """Start the JVM without waiting for it (the cluster waits for all of its nodes at once)."""
         self.spawn(
-            jvm_command("kafka.Kafka", str(self.properties_path), log4j2=self.log4j2), cwd=self.workdir
+            jvm_command("kafka.Kafka", str(self.properties_path), log4j2=self.log4j2, options=self.jvm_options),
+            cwd=self.workdir,
         )
 
     def check_alive(self) -> None:
@@ -138,7 +142,9 @@ class ApacheKafkaCluster:
         *,
         settings: Mapping[str, str] | None = None,
         start_timeout: float = 120.0,
+        jvm_options: Sequence[str] = JVM_OPTIONS,
     ) -> None:
+        """``jvm_options``: the tests' small JVM by default; the benchmarks give Kafka's own start-script options."""
         self.workdir = Path(workdir)
         self.size = size
         base = CLUSTER_SETTINGS if size >= 3 else SINGLE_NODE_SETTINGS
@@ -155,6 +161,7 @@ class ApacheKafkaCluster:
                 controller_port=c,
                 voters=voters,
                 settings=self.settings,
+                jvm_options=jvm_options,
             )
             for i, (p, c) in enumerate(ports)
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from support.brokers import HOST
@@ -59,6 +59,19 @@ JVM_OPTIONS = (
     "-Xmx512m",
     "-XX:+UseSerialGC",  # one GC thread: small heaps, and the cores are shared
     "-XX:TieredStopAtLevel=1",  # C1 only: 3 nodes start and stop in ~8 s of CPU instead of ~13 s (measured)
+    "-Djava.awt.headless=true",
+)
+# What Kafka's own start scripts give a broker (kafka-server-start.sh's heap, kafka-run-class.sh's performance
+# options): the benchmarks run the broker this way, as a user would, instead of the tests' small JVM.
+KAFKA_SERVER_JVM_OPTIONS = (
+    "-Xmx1G",
+    "-Xms1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
     "-Djava.awt.headless=true",
 )
 
@@ -124,10 +137,12 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in sorted(props.items())))
 
 
-def jvm_command(main: str, *args: str, log4j2: Path, classes: Path | None = None) -> list[str]:
-    """``java <JVM_OPTIONS> -cp [<classes>:]<Kafka jars> main args`` with ``log4j2`` as the log configuration."""
+def jvm_command(
+    main: str, *args: str, log4j2: Path, classes: Path | None = None, options: Sequence[str] = JVM_OPTIONS
+) -> list[str]:
+    """``java <options> -cp [<classes>:]<Kafka jars> main args`` with ``log4j2`` as the log configuration."""
     cp = classpath() if classes is None else f"{classes}{os.pathsep}{classpath()}"
-    return [java_binary(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j2}", "-cp", cp, main, *args]
+    return [java_binary(), *options, f"-Dlog4j2.configurationFile={log4j2}", "-cp", cp, main, *args]
 
 
 def storage_format_command(properties: Path, cluster_id: str, log4j2: Path) -> list[str]:
