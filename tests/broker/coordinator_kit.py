@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from groupstream.broker.config import BrokerConfig
 from groupstream.broker.node import Broker
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import BrokerChannel
 from groupstream.coordinator.request import ShardRequest
 from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken, ScheduleTimer
 from groupstream.protocol.group_records import OFFSET_COMMIT_KEY_TYPE, OffsetCommitKey, OffsetCommitValue
@@ -43,7 +43,7 @@ class LoopBroker:
         config = BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0)
         config.apply(self.props)
         self.broker = Broker(config, shard_factory)
-        self._conns: list[BlockingConnection] = []
+        self._conns: list[BrokerChannel] = []
 
     def start(self, before_start: Callable[[Broker], None] | None = None) -> LoopBroker:
         async def go() -> None:
@@ -71,8 +71,8 @@ class LoopBroker:
     def port(self) -> int:
         return self.broker.config.port
 
-    def connect(self, client_id: str = "test-client") -> BlockingConnection:
-        conn = BlockingConnection("127.0.0.1", self.port, client_id=client_id, timeout_s=30)
+    def connect(self, client_id: str = "test-client") -> BrokerChannel:
+        conn = BrokerChannel("127.0.0.1", self.port, client_id=client_id, request_timeout_ms=30_000)
         self._conns.append(conn)
         return conn
 

@@ -9,9 +9,9 @@ import pytest
 
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.errors import KafkaError
-from groupstream.client.lite import fetch_range, produce
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import BrokerProcess
+from support.records import produce_records, read_records
 
 pytestmark = pytest.mark.broker_ours
 
@@ -20,13 +20,14 @@ def test_delete_records_moves_the_log_start(groupstream_broker: BrokerProcess) -
     topic = f"dr-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": groupstream_broker.bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 2)])
-        produce(admin.connection, topic, [b"v%d" % i for i in range(50)], partition=0)
-        produce(admin.connection, topic, [b"w%d" % i for i in range(20)], partition=1)
+        bs = groupstream_broker.bootstrap
+        produce_records(bs, topic, [b"v%d" % i for i in range(50)], partition=0)
+        produce_records(bs, topic, [b"w%d" % i for i in range(20)], partition=1)
         assert admin.delete_records({(topic, 0): 30, (topic, 1): -1}) == {(topic, 0): 30, (topic, 1): 20}
         assert admin.list_offsets({(topic, 0): "earliest"})[(topic, 0)].offset == 30
-        assert [r.offset for r in fetch_range(admin.connection, topic, 0, 30)] == list(range(30, 50))
+        assert [r.offset for r in read_records(bs, topic, 0, 30)] == list(range(30, 50))
         with pytest.raises(KafkaError) as below:
-            list(fetch_range(admin.connection, topic, 0, 0))
+            read_records(bs, topic, 0, 0)
         assert below.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
         assert admin.delete_records({(topic, 0): 10}) == {(topic, 0): 30}  # never moves back
         with pytest.raises(KafkaError) as past_end:

@@ -10,9 +10,9 @@ import pytest
 
 from groupstream.client.admin import Admin, NewTopic, parse_offset_spec
 from groupstream.client.errors import ClientConfigError, KafkaConnectionError, KafkaError
-from groupstream.client.lite import ProducerRecord, produce
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import BrokerProcess, free_port
+from support.records import Out, produce_records
 
 pytestmark = pytest.mark.broker_ours
 
@@ -105,8 +105,9 @@ def test_list_offsets_earliest_latest_and_by_timestamp(admin: Admin) -> None:
     name = _name("offsets")
     admin.create_topics([NewTopic(name, 2)])
     base = 1_700_000_000_000
-    records = [ProducerRecord(b"v%d" % i, timestamp_ms=base + 10 * i, partition=0) for i in range(20)]
-    produce(admin.connection, name, records, batch_size=64)  # several batches, so the time index has entries
+    records = [Out(b"v%d" % i, timestamp_ms=base + 10 * i, partition=0) for i in range(20)]
+    # one record a batch, so the time index has entries
+    produce_records(admin.connection.address, name, records, config={"batch.size": 64, "batch.max.size": 64})
 
     tp0, tp1 = (name, 0), (name, 1)
     earliest = admin.list_offsets({tp0: "earliest", tp1: "earliest"})

@@ -20,9 +20,9 @@ from groupstream.broker.group_routing import partition_for
 from groupstream.broker.node import Broker
 from groupstream.client.admin import Admin, NewTopic, OffsetAndMetadata, PartitionLag
 from groupstream.client.errors import KafkaError
-from groupstream.client.lite import produce
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import BrokerProcess
+from support.records import produce_records
 
 pytestmark = pytest.mark.broker_ours
 
@@ -89,8 +89,8 @@ def test_consumer_lag_of_a_group(groupstream_broker: BrokerProcess) -> None:
     topic = f"lag-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": groupstream_broker.bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 2)])
-        produce(admin.connection, topic, [b"x"] * 10, partition=0)
-        produce(admin.connection, topic, [b"y"] * 4, partition=1)
+        produce_records(groupstream_broker.bootstrap, topic, [b"x"] * 10, partition=0)
+        produce_records(groupstream_broker.bootstrap, topic, [b"y"] * 4, partition=1)
         admin.alter_group_offsets("lagging", {(topic, 0): 3, (topic, 1): 4})
         assert admin.consumer_lag("lagging") == {(topic, 0): PartitionLag(3, 10), (topic, 1): PartitionLag(4, 4)}
         assert [v.lag for v in admin.consumer_lag("lagging").values()] == [7, 0]

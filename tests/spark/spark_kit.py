@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.lite import ProducerRecord, produce
 from support.brokers import groupstream_command
+from support.records import Out, produce_records
 
 
 def new_topic(bootstrap: str, partitions: int, prefix: str = "sp") -> str:
@@ -25,12 +25,10 @@ def fill(bootstrap: str, topic: str, n: int, first: int = 0, *, timestamp_ms: in
          partition: int | None = None) -> dict[bytes, bytes]:
     """Produce ``n`` keyed records (key ``k<i>``, value ``v<i>``, one header) and return them by key."""
     records = [
-        ProducerRecord(b"v%d" % i, b"k%d" % i, timestamp_ms=None if timestamp_ms is None else timestamp_ms + i,
-                       headers=(("i", b"%d" % i),), partition=partition)
+        Out(b"v%d" % i, b"k%d" % i, partition, None if timestamp_ms is None else timestamp_ms + i, (("i", b"%d" % i),))
         for i in range(first, first + n)
     ]  # fmt: skip
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        produce(admin.connection, topic, records)
+    produce_records(bootstrap, topic, records)
     return {r.key: r.value for r in records if r.key is not None and r.value is not None}
 
 

@@ -21,9 +21,9 @@ import pytest
 from spark_kit import new_topic
 
 from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.lite import ProducerRecord, produce
 from groupstream.region.ledger import OffsetLedger
 from support.brokers import BrokerProcess, groupstream_command
+from support.records import Out, produce_records
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -91,9 +91,7 @@ def values(directory: Path) -> list[tuple[str, str]]:
 
 def produce_values(bootstrap: str, topic: str, prefix: str, n: int) -> list[str]:
     out = [f"{prefix}{i:06d}" for i in range(n)]
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        for first in range(0, n, 5000):
-            produce(admin.connection, topic, [ProducerRecord(v.encode(), v.encode()) for v in out[first:first + 5000]])
+    produce_records(bootstrap, topic, [Out(v.encode(), v.encode()) for v in out])
     return out
 
 

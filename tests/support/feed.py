@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from groupstream.client.admin import Admin
-from groupstream.client.lite import ProducerRecord, produce
+from groupstream.client.producer import Producer
 
 
 class Feed(threading.Thread):
@@ -21,11 +20,11 @@ class Feed(threading.Thread):
         self.produced = 0
 
     def run(self) -> None:
-        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+        with Producer({"bootstrap.servers": self.bootstrap}) as producer:
             while not self.stop_event.is_set():
                 first = self.produced
-                records = [ProducerRecord(self.value_format % i, b"k%d" % i) for i in range(first, first + self.batch)]
-                produce(admin.connection, self.topic, records)
+                records = [(b"k%d" % i, self.value_format % i) for i in range(first, first + self.batch)]
+                producer.produce_batch(self.topic, records).result(60)
                 self.produced += len(records)
                 self.stop_event.wait(self.pace_s)  # the feed's pace, not a wait for a condition
 

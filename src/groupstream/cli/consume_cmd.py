@@ -69,9 +69,7 @@ def _consume(args: argparse.Namespace, starts: dict[int, int], ends: dict[int, i
     topic = args.topic
     config = {"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli", "enable.auto.commit": False}
     with Consumer(config) as consumer:
-        consumer.assign([(topic, p) for p in starts])
-        for p, offset in starts.items():
-            consumer.seek((topic, p), offset)
+        consumer.assign([(topic, p) for p in starts], offsets={(topic, p): o for p, o in starts.items()})
         open_parts = {p for p in starts if args.follow or starts[p] < ends[p]}
         while open_parts:
             for rec in consumer.poll(_POLL_S):

@@ -59,8 +59,7 @@ class ControlPlane:
         self._producer = Producer({**self._config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
         self._consumer = Consumer({**self._config, "client.id": "groupstream-region", "enable.auto.commit": False,
                                    "fetch.max.wait.ms": int(_POLL_S * 1000)})  # fmt: skip
-        self._consumer.assign([(self.topic, 0)])
-        self._consumer.seek((self.topic, 0), 0)
+        self._consumer.assign([(self.topic, 0)], offsets={(self.topic, 0): 0})
         self._reader = threading.Thread(target=self._read, name=f"region-{self.region}-reader", daemon=True)
         self._reader.start()
         return self

@@ -25,8 +25,8 @@ from groupstream import Consumer, Producer
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.consumer.errors import NoOffsetForPartitionError, PartitionNotAssignedError
-from groupstream.client.lite import ProducerRecord, produce
 from support.brokers import BrokerProcess
+from support.records import Out, produce_records
 from support.waiting import wait_until
 
 BROKERS = ["groupstream_broker", "tansu_broker"]
@@ -45,11 +45,10 @@ def new_topic(bs: str, partitions: int, records: int = 0, *, timestamp_ms: int |
         wait_until(lambda: admin.list_topics().get(name) is not None, 20, "the topic to appear")
         if records:
             batch = [
-                ProducerRecord(b"v%d" % i, b"k%d" % i, None if timestamp_ms is None else timestamp_ms + i, partition=i % partitions)
+                Out(b"v%d" % i, b"k%d" % i, i % partitions, None if timestamp_ms is None else timestamp_ms + i)
                 for i in range(records)
             ]  # fmt: skip
-            for start in range(0, records, 20_000):
-                produce(admin.connection, name, batch[start : start + 20_000])
+            produce_records(bs, name, batch)
     return name
 
 
@@ -240,8 +239,7 @@ def group_splits_rebalances_and_consumes_everything_once(bs: str, settings: dict
                    and sum(len(m.listener.owned) for m in members) == partitions, 60, "three members to split")  # fmt: skip
         owned = [m.listener.owned for m in members]
         assert all(not (a & b) for i, a in enumerate(owned) for b in owned[i + 1 :]), owned
-        with Admin({"bootstrap.servers": bs}) as admin:
-            produce(admin.connection, topic, [ProducerRecord(b"late%d" % i, partition=i % partitions) for i in range(600)])
+        produce_records(bs, topic, [Out(b"late%d" % i, partition=i % partitions) for i in range(600)])
         everything |= {(p, o) for p in range(partitions) for o in range(500, 600)}
         members.pop(0).stop()  # leaves the group: the others take its partitions
         wait_until(lambda: {r for m in all_members for r in m.records} >= everything, 90, "everything consumed")

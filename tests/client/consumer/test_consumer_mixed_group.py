@@ -13,8 +13,8 @@ from confluent_kafka import Consumer as ConfluentConsumer
 
 from groupstream import Consumer
 from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.lite import ProducerRecord, produce
 from support.brokers import BrokerProcess
+from support.records import Out, produce_records
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.broker_ours
@@ -86,7 +86,7 @@ def share_a_group(bs: str, settings: dict[str, Any]) -> None:
     topic, group = f"mixed-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS)])
-        produce(admin.connection, topic, [ProducerRecord(b"v%d" % i, partition=i % PARTITIONS) for i in range(3000)])
+    produce_records(bs, topic, [Out(b"v%d" % i, partition=i % PARTITIONS) for i in range(3000)])
     members: list[Ours] = [Ours(bs, group, topic, settings), Theirs(bs, group, topic, settings)]
     try:
         wait_until(lambda: all(m.owned for m in members) and sum(len(m.owned) for m in members) == PARTITIONS,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaConnectionError, KafkaError
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import BrokerChannel
 from groupstream.protocol.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
@@ -63,15 +63,15 @@ class RawMember:
         self.generation = -1
         self.leader = ""
         self.assignment: tuple[tuple[str, int], ...] = ()
-        self._conn: BlockingConnection | None = None
+        self._conn: BrokerChannel | None = None
 
     # -- connection to the coordinator ---------------------------------------------------------------
 
-    def conn(self) -> BlockingConnection:
+    def conn(self) -> BrokerChannel:
         if self._conn is None or self._conn.closed:
             with Admin({"bootstrap.servers": self.bootstrap}) as admin:
                 _, host, port = admin.find_coordinator(self.group)
-            self._conn = BlockingConnection(host, port, client_id=f"raw-{self.instance_id or 'dyn'}", timeout_s=60)
+            self._conn = BrokerChannel(host, port, client_id=f"raw-{self.instance_id or 'dyn'}", request_timeout_ms=60_000)
         return self._conn
 
     def close(self) -> None:

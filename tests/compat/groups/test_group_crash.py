@@ -37,7 +37,7 @@ from raw_group import RawMember, rebalance, retrying
 
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaConnectionError, KafkaError
-from groupstream.client.net.blocking import BlockingConnection
+from groupstream.client.net.sync_client import BrokerChannel
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import BrokerFactory, BrokerKind, BrokerProcess
 
@@ -121,7 +121,7 @@ class Workload:
         stop = threading.Event()
 
         def beat() -> None:
-            conn: BlockingConnection | None = None
+            conn: BrokerChannel | None = None
             while not stop.wait(1.0):  # the heartbeat interval
                 for g in self.groups[GROUPS // 2 :]:
                     if not g.rebalancing.acquire(blocking=False):
@@ -129,10 +129,12 @@ class Workload:
                     try:
                         for m in g.members:
                             if conn is None or conn.closed:
-                                conn = BlockingConnection(*_hostport(self.bootstrap), client_id="heartbeats")
+                                conn = BrokerChannel(*_hostport(self.bootstrap), client_id="heartbeats")
                             conn.request("Heartbeat", {"group_id": g.name, "generation_id": m.generation,
                                                        "member_id": m.member_id, "group_instance_id": m.instance_id})
                     except KafkaConnectionError:
+                        if conn is not None:
+                            conn.close()
                         conn = None  # the broker is restarting: beat again next second
                     finally:
                         g.rebalancing.release()

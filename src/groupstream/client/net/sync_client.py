@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from groupstream.client.errors import KafkaConnectionError, KafkaError
 from groupstream.client.net.config import NetworkConfig
@@ -143,6 +143,10 @@ class SyncClient:
                 f"{address[0]}:{address[1]}" if address else f"node {node_id}", "the client is closed"
             )
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         self._closed = True
         self._client.close()
@@ -228,6 +232,54 @@ class NodeChannel:
 
     def __repr__(self) -> str:
         return f"NodeChannel(node {self.node_id})"
+
+
+class BrokerChannel(NodeChannel):
+    """A channel to the broker at ``host:port`` on a `SyncClient` of its own, connected and negotiated on
+    construction (else `KafkaConnectionError`); closing it closes that client. For tools and tests that talk to
+    one broker (a coordinator, a broker under test) without an Admin."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "groupstream",
+        request_timeout_ms: int = 30_000,
+        connection_setup_timeout_ms: int | None = None,
+        max_response_bytes: int = NetworkConfig.max_response_bytes,
+    ) -> None:
+        config = NetworkConfig(
+            bootstrap_servers=((host, port),),
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            connection_setup_timeout_ms=(
+                request_timeout_ms if connection_setup_timeout_ms is None else connection_setup_timeout_ms
+            ),
+            max_response_bytes=max_response_bytes,
+        )
+        client = SyncClient(config)
+        try:
+            node_id = client.bootstrap().node_id
+        except BaseException:
+            client.close()
+            raise
+        super().__init__(client, node_id)
+
+    @property
+    def closed(self) -> bool:
+        return self.client.closed
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 class _AtVersion:
