@@ -1,8 +1,13 @@
-"""The background network thread of seed 002, generic over what the client (producer, consumer) needs.
+"""The background network thread of the Producer and the Consumer, generic over what each client needs.
 
-Application threads never touch the network client, the metadata or a request manager. They hand events to
-this thread through a thread-safe queue (``add_event``/``submit``) and wait on futures; a wakeup byte makes a
-new event interrupt the selector wait. One loop iteration:
+The thread rule: a `NetworkClient`, its metadata cache and the request managers polled with it belong to one
+thread. Here that is this network thread; application threads hand it events through a thread-safe queue
+(``add_event``/``submit``) and wait on futures, and a wakeup byte makes a new event interrupt the selector wait.
+Two things are shared on purpose and guarded by their own lock: the producer's accumulator, into which
+application threads append records themselves (as Java's ``RecordAccumulator`` does), and the consumer's fetch
+buffer, from which ``poll`` takes. A blocking caller that has nothing else to do while it waits (the Admin, the
+CLI) drives its own `NetworkClient` on its own thread instead (`SyncClient`): the same rule, another owner.
+One loop iteration:
 
 1. drain the application event queue, handing each event to the client's processor;
 2. poll every request manager (``poll(now_ms) -> PollResult``) and send what they return;
