@@ -42,13 +42,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import producer as producer_bench  # noqa: E402
-from results import machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
+import producer as producer_bench
+from kit import (
+    command_line,
+    confluent_produce,
+    create_topic,
+    java_client,
+    machine,
+    matched_producer,
+    write_section,
+)
+from support.brokers import BrokerKind, BrokerProcess
+from support.kafka_jars import kafka_version
 
 MATCHED_POLL_RECORDS = 10_000
 LINGER_MS = 5
@@ -74,7 +79,7 @@ class Case:
 def fill(bootstrap: str, topic: str, partitions: int, n: int, value: bytes) -> None:
     from groupstream.client.producer import Producer
 
-    producer_bench.create_topic(bootstrap, topic, partitions)
+    create_topic(bootstrap, topic, partitions)
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20}) as p:
         for i in range(n):
             p.produce(topic, value, KEYS[i & 1023])
@@ -86,6 +91,16 @@ def fill(bootstrap: str, topic: str, partitions: int, n: int, value: bytes) -> N
 def _check_bytes(name: str, c: Case, got: int, touched: int) -> None:
     if got != c.n or touched != c.n * c.size:
         raise RuntimeError(f"{name}: {got} records, {touched} value bytes; expected {c.n} and {c.n * c.size}")
+
+
+def _touch(fetched: dict[Any, list[Any]]) -> tuple[int, int]:
+    """Records and value bytes of one kafka-python or aiokafka poll (records by partition), every value touched."""
+    got = touched = 0
+    for records in fetched.values():
+        for r in records:
+            touched += len(r.value)
+            got += 1
+    return got, touched
 
 
 def consume_groupstream(c: Case, arrow: bool = False) -> float:
@@ -163,10 +178,8 @@ def consume_kafka_python(c: Case) -> float:
         max_records = MATCHED_POLL_RECORDS if c.matched else None
         start = time.perf_counter()
         while got < c.n:
-            for records in consumer.poll(timeout_ms=5000, max_records=max_records).values():
-                for r in records:
-                    touched += len(r.value)
-                    got += 1
+            n, size = _touch(consumer.poll(timeout_ms=5000, max_records=max_records))
+            got, touched = got + n, touched + size
         elapsed = time.perf_counter() - start
     finally:
         consumer.close()
@@ -187,10 +200,8 @@ def consume_aiokafka(c: Case) -> float:
             max_records = MATCHED_POLL_RECORDS if c.matched else None
             start = time.perf_counter()
             while got < c.n:
-                for records in (await consumer.getmany(timeout_ms=5000, max_records=max_records)).values():
-                    for r in records:
-                        touched += len(r.value)
-                        got += 1
+                n, size = _touch(await consumer.getmany(timeout_ms=5000, max_records=max_records))
+                got, touched = got + n, touched + size
             elapsed = time.perf_counter() - start
         finally:
             await consumer.stop()
@@ -200,12 +211,22 @@ def consume_aiokafka(c: Case) -> float:
     return asyncio.run(run())
 
 
+def consume_java(c: Case) -> float:
+    """Java's KafkaConsumer (bench/java/ClientBench.java), assign mode, every value touched; it checks the sums."""
+    props: dict[str, Any] = {"enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+    if c.matched:
+        props["max.poll.records"] = MATCHED_POLL_RECORDS
+    return java_client("consume", c.bootstrap, c.topic, c.partitions, c.n, c.size, props)
+
+
+OPT_IN = {"java"}  # run only when --clients names them
 CONSUMERS: dict[str, Callable[[Case], float]] = {
     "groupstream poll": consume_groupstream,
     "groupstream poll_arrow": consume_groupstream_arrow,
     "confluent": consume_confluent,
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
+    "java": consume_java,
 }
 
 
@@ -229,8 +250,7 @@ def _groupstream_producer(c: Case) -> Any:
 
     config: dict[str, Any] = {"bootstrap.servers": c.bootstrap}
     if c.matched:
-        config.update({"acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
-                       "batch.size": c.batch_size, "compression.type": "none"})  # fmt: skip
+        config.update(matched_producer(LINGER_MS, c.batch_size))
     producer = Producer(config)
     producer.produce(c.topic, b"warm-up", KEYS[0]).result(30)  # connected, metadata, producer id
     return producer
@@ -276,34 +296,16 @@ def produce_groupstream_arrow(c: Case, _value: bytes, table: Any) -> float:
 
 
 def produce_confluent(c: Case, value: bytes, _table: Any) -> float:
-    from confluent_kafka import Producer
+    settings = matched_producer(LINGER_MS, c.batch_size) if c.matched else {}
+    return confluent_produce(c.bootstrap, c.topic, c.n, value, settings=settings, keys=KEYS, count_acks=False,
+                             warm_up=True)  # fmt: skip
 
-    config: dict[str, Any] = {"bootstrap.servers": c.bootstrap}
-    if c.matched:
-        config.update({"acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
-                       "batch.size": c.batch_size, "compression.type": "none"})  # fmt: skip
-    producer = Producer(config)
-    producer.produce(c.topic, b"warm-up", KEYS[0])
-    if producer.flush(30):
-        raise RuntimeError("confluent: the warm-up record was not delivered")
-    produce = producer.produce
-    topic = c.topic
-    keys = KEYS
-    start = time.perf_counter()
-    for i in range(c.n):
-        while True:
-            try:
-                produce(topic, value, keys[i & 1023])
-                break
-            except BufferError:  # its queue (100k records by default) is full: serve reports, try again
-                producer.poll(0.01)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if left:
-        raise RuntimeError(f"confluent: {left} records not delivered")
-    return elapsed
+
+def produce_java(c: Case, value: bytes, _table: Any) -> float:
+    """Java's KafkaProducer (bench/java/ClientBench.java): the same keys, values of the same size."""
+    props = matched_producer(LINGER_MS, c.batch_size) if c.matched else {}
+    props = {k: str(v).lower() if isinstance(v, bool) else v for k, v in props.items()}
+    return java_client("produce", c.bootstrap, c.topic, c.partitions, c.n, c.size, props)
 
 
 def produce_aiokafka(c: Case, value: bytes, _table: Any) -> float:
@@ -364,6 +366,7 @@ def producers() -> dict[str, Callable[[Case, bytes, Any], float]]:
         out["groupstream produce_arrow"] = produce_groupstream_arrow
     out.update(confluent=produce_confluent, aiokafka=produce_aiokafka)
     out["kafka-python"] = produce_kafka_python
+    out["java"] = produce_java
     return out
 
 
@@ -402,17 +405,25 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=1 << 20, help="batch size of the matched producers")
     ap.add_argument("--only", choices=("consume", "produce"), help="run one half only")
-    ap.add_argument("--clients", help="comma-separated subset of the client names in the tables")
+    ap.add_argument("--clients", help="comma-separated subset of the client names in the tables (java: only when "
+                                      "named, as Java's KafkaConsumer/KafkaProducer 4.x in bench/java/ClientBench.java)")
+    ap.add_argument("--section", default="clients", help="the RESULTS.md section to write (a subset's own)")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
     env = f"{machine()}; {producer_bench.versions()}"
     print(env, flush=True)
     wanted = None if args.clients is None else {s.strip() for s in args.clients.split(",")}
+
+    def runs(name: str) -> bool:
+        return name not in OPT_IN if wanted is None else name in wanted
+
     sections = []
     with tempfile.TemporaryDirectory(prefix="bench-clients-") as tmp, \
             BrokerProcess(BrokerKind.GROUPSTREAM, Path(tmp), start_timeout=60) as broker:  # fmt: skip
         bs = broker.bootstrap
         for n, size in ((args.records, 100), (args.large_records, 10_240)):
+            if n == 0:
+                continue
             value = os.urandom(size)
             if args.only != "produce":
                 topic = f"bench-consume-{size}"
@@ -421,7 +432,7 @@ def main() -> int:
                     best: dict[str, float] = {}
                     for r in range(args.repeat):
                         for name, fn in CONSUMERS.items():
-                            if wanted is not None and name not in wanted:
+                            if not runs(name):
                                 continue
                             seconds = fn(Case(bs, topic, args.partitions, n, size, matched, args.batch_size))
                             best[name] = min(best.get(name, seconds), seconds)
@@ -435,12 +446,12 @@ def main() -> int:
                     pbest: dict[str, float] = {}
                     for r in range(args.repeat):
                         for name, pfn in producers().items():
-                            if wanted is not None and name not in wanted:
+                            if not runs(name):
                                 continue
                             topic = (
                                 f"bench-produce-{size}-{'m' if matched else 'd'}-{name.replace(' ', '-')}-{r}"
                             )
-                            producer_bench.create_topic(bs, topic, args.partitions)
+                            create_topic(bs, topic, args.partitions)
                             os.sync()  # the broker fsyncs acks=all writes: no client pays for an earlier one's
                             case = Case(bs, topic, args.partitions, n, size, matched, args.batch_size)
                             seconds = pfn(case, value, table_arrow)
@@ -455,11 +466,16 @@ def main() -> int:
     text = "\n\n".join(sections)
     print(text)
     if args.write_results:
-        cmd = " ".join(["python", "bench/clients.py", *sys.argv[1:]])
-        write_section("clients", f"## Client throughput (`bench/clients.py`)\n\n{env}. One broker (ours), one "
-                                 f"run, {args.partitions} partitions; fastest of {args.repeat}. Consumers in assign "
-                                 f"mode from offset 0, touching every value. Producers: keyed records, fire and "
-                                 f"forget, timed to the end of flush.\n\nCommand: `{cmd}`\n\n{text}")  # fmt: skip
+        title = "" if args.section == "clients" else f": {args.clients}"
+        java = "" if not runs("java") else (
+            " Java: KafkaConsumer/KafkaProducer of kafka-clients " + kafka_version() + " (bench/java/ClientBench.java, "
+            "compiled with javac at run time), a fresh JVM with its default options per run, timing itself the way "
+            "the Python clients are timed (the JVM start and the warm-up record are not counted).")  # fmt: skip
+        write_section(args.section, f"## Client throughput{title} (`bench/clients.py`)\n\n{env}. One broker (ours), "
+                                    f"one run, {args.partitions} partitions; fastest of {args.repeat}. Consumers in "
+                                    f"assign mode from offset 0, touching every value. Producers: keyed records, "
+                                    f"fire and forget, timed to the end of flush.{java}\n\nCommand: "
+                                    f"`{command_line('clients.py')}`\n\n{text}")  # fmt: skip
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -145,12 +146,16 @@ def confluent_produce(
     value: bytes,
     *,
     settings: Mapping[str, Any] = THROUGHPUT_PRODUCER,
+    keys: Sequence[bytes] | None = None,
+    count_acks: bool = True,
     connect_first: bool = False,
     warm_up: bool = False,
 ) -> float:
-    """Seconds from the first produce() of ``records`` keyless ``value``s to the end of the flush; every record
-    must be acknowledged. ``connect_first``: metadata fetched (connected, authenticated) before the clock starts;
-    ``warm_up``: one record produced and acknowledged before it (not counted)."""
+    """Seconds from the first produce() of ``records`` ``value``s to the end of the flush that waits for the last
+    acknowledgement. ``keys``: 1,024 keys taken in turn (keyless without); ``count_acks``: a delivery callback
+    counts acknowledgements and every record must have one (without it, the flush must leave none behind);
+    ``connect_first``: metadata fetched (connected, authenticated) before the clock starts; ``warm_up``: one
+    record produced and acknowledged before it (not counted)."""
     from confluent_kafka import KafkaError, Message, Producer
 
     acked = 0
@@ -167,15 +172,19 @@ def confluent_produce(
     if connect_first:
         producer.list_topics(topic, timeout=10)
     if warm_up:
-        producer.produce(topic, value)
+        producer.produce(topic, b"warm-up", keys[0] if keys else None)
         if producer.flush(30):
             raise RuntimeError("confluent: the warm-up record was not delivered")
     produce_one = producer.produce
+    extra: dict[str, Any] = {"on_delivery": on_delivery} if count_acks else {}
     start = time.perf_counter()
     for i in range(records):
         while True:
             try:
-                produce_one(topic, value, on_delivery=on_delivery)
+                if keys is None:
+                    produce_one(topic, value, **extra)
+                else:
+                    produce_one(topic, value, keys[i & 1023], **extra)
                 break
             except BufferError:  # its queue is full: serve delivery reports, try again
                 producer.poll(0.01)
@@ -183,7 +192,7 @@ def confluent_produce(
             producer.poll(0)
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
-    if left or errors or acked != records:
+    if left or errors or (count_acks and acked != records):
         raise RuntimeError(f"produce: {acked} acked, {left} left, errors {errors[:3]}")
     return elapsed
 
@@ -291,18 +300,80 @@ def kafka_tool_command(main: str, *args: str, heap: str = "-Xmx512M") -> list[st
     """A Kafka tool as its script runs it (``kafka-producer-perf-test.sh`` and the consumer's set a 512 MB heap,
     ``kafka-run-class.sh`` the G1 options) with the Kafka jars on the class path; logs to stderr at WARN."""
     from support.apache_kafka import fetch_jars
-    from support.kafka_config import KAFKA_SERVER_JVM_OPTIONS, jvm_command, log4j2_console
-    from support.kafka_jars import cache_root
+    from support.kafka_config import KAFKA_SERVER_JVM_OPTIONS, jvm_command
 
     fetch_jars()
-    log4j2 = cache_root() / "bench-tools-log4j2.properties"
-    text = log4j2_console("WARN", stderr=True)
-    if not log4j2.is_file() or log4j2.read_text() != text:
-        log4j2.parent.mkdir(parents=True, exist_ok=True)
-        log4j2.write_text(text)
+    log4j2 = _tools_log4j2()
     options = [heap, *(o for o in KAFKA_SERVER_JVM_OPTIONS if not o.startswith("-Xm"))]
     return list[str](jvm_command(main, *args, log4j2=log4j2, options=options))
 
 
+def _tools_log4j2() -> Path:
+    """The Java tools' and client's log configuration: WARN and above, to stderr (stdout carries results)."""
+    from support.kafka_config import log4j2_console
+    from support.kafka_jars import cache_root
+
+    path = cache_root() / "bench-tools-log4j2.properties"
+    text = log4j2_console("WARN", stderr=True)
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
 def os_load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+# --- the Java client (bench/java/ClientBench.java, compiled at run time) ------------------------------------
+
+JAVA_BENCH = Path(__file__).resolve().parent / "java" / "ClientBench.java"
+
+
+def java_bench_classes() -> Path:
+    """``ClientBench`` compiled with ``javac`` against the Kafka jars into ``~/.cache/groupstream/bench-java-<hash>``
+    (the hash covers the source and the jar directory); at once when that source already was."""
+    import hashlib
+    import shutil
+
+    from support.apache_kafka import fetch_jars
+    from support.kafka_jars import cache_root, classpath, jars_dir, java_binary
+
+    fetch_jars()
+    digest = hashlib.sha256(JAVA_BENCH.read_bytes() + str(jars_dir()).encode() + java_binary().encode())
+    out = cache_root() / f"bench-java-{digest.hexdigest()[:12]}"
+    if (out / "ClientBench.class").is_file():
+        return out
+    staging = out.with_name(f"{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    javac = str(Path(java_binary()).with_name("javac"))
+    cmd = [javac, "-Xlint:all", "-d", str(staging), "-cp", classpath(), str(JAVA_BENCH)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"javac failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    try:
+        staging.rename(out)
+    except OSError:  # compiled by another process meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def java_client(
+    mode: str, bootstrap: str, topic: str, partitions: int, records: int, value_size: int, props: Mapping[str, Any]
+) -> float:
+    """One ``ClientBench`` run (``produce`` or ``consume``) in a fresh JVM with the JVM's own defaults; the seconds
+    it timed itself (start-up and the warm-up record are not in them)."""
+    import json
+
+    from support.kafka_config import jvm_command
+
+    classes = java_bench_classes()
+    log4j2 = _tools_log4j2()
+    args = [mode, bootstrap, topic, str(partitions), str(records), str(value_size), *(f"{k}={v}" for k, v in props.items())]
+    cmd = jvm_command("ClientBench", *args, log4j2=log4j2, classes=classes, options=())
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"java {mode} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])

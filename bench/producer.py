@@ -21,36 +21,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
-
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from results import RESULTS, machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
+from kit import (
+    RESULTS,
+    command_line,
+    confluent_produce,
+    create_topic,
+    machine,
+    matched_producer,
+    write_section,
+)
+from support.brokers import BrokerKind, BrokerProcess
 
 LINGER_MS = 5
 BATCH_SIZE = 16_384
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
-        time.sleep(0.05)  # poll interval, bounded by the deadline above
-
 def run_groupstream(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from groupstream.client.producer import Producer
 
-    with Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
-         "batch.size": BATCH_SIZE, "compression.type": "none"}
-    ) as producer:  # fmt: skip
+    with Producer({"bootstrap.servers": bootstrap, **matched_producer(LINGER_MS, BATCH_SIZE)}) as producer:
         producer.produce(topic, value).result(30)  # connected and idempotent before the clock starts
         produce = producer.produce
         start = time.perf_counter()
@@ -65,40 +53,7 @@ def run_groupstream(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     return elapsed
 
 def run_confluent(bootstrap: str, topic: str, n: int, value: bytes) -> float:
-    from confluent_kafka import KafkaError, Message, Producer
-
-    acked = 0
-    errors: list[str] = []
-
-    def on_delivery(err: KafkaError | None, msg: Message) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        else:
-            errors.append(str(err))
-
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": LINGER_MS,
-         "batch.size": BATCH_SIZE, "compression.type": "none"}
-    )  # fmt: skip
-    producer.produce(topic, value)
-    producer.flush(30)
-    produce = producer.produce
-    start = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                produce(topic, value, on_delivery=on_delivery)
-                break
-            except BufferError:  # its queue (100k records by default) is full: serve reports, try again
-                producer.poll(0.01)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if left or errors or acked != n:
-        raise RuntimeError(f"confluent: {acked} acked, {left} left, errors {errors[:3]}")
-    return elapsed
+    return confluent_produce(bootstrap, topic, n, value, settings=matched_producer(LINGER_MS, BATCH_SIZE), warm_up=True)
 
 def run_kafka_python(bootstrap: str, topic: str, n: int, value: bytes) -> float:
     from kafka import KafkaProducer
@@ -209,7 +164,7 @@ def main() -> int:
     text = table(best, args.records, args.value_size, args.partitions)
     print(text)
     if args.write_results:
-        cmd = " ".join(["python", "bench/producer.py", *sys.argv[1:]])
+        cmd = command_line("producer.py")
         write_results(
             f"## Producer throughput (`bench/producer.py`)\n\n{environment()}. Broker: ours, durable log, "
             f"default flush policy. All clients: acks=all, idempotence on, linger.ms={LINGER_MS}, "

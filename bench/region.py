@@ -23,24 +23,12 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from results import machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess, groupstream_command  # noqa: E402
+from kit import command_line, machine, wait_for, write_section
+from support.brokers import BrokerKind, BrokerProcess, groupstream_command
 
 
 def events(log: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
-
-
-def wait_for(condition: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.2)  # poll interval, bounded by the deadline
 
 
 def run_shape(bs: str, workdir: Path, members: int, partitions: int, records: int, seconds: float,
@@ -75,7 +63,7 @@ def run_shape(bs: str, workdir: Path, members: int, partitions: int, records: in
             return all(any(str(e.get("event", "")).startswith("checkpoint ") for e in events(log))
                        for _, log in member_logs)  # fmt: skip
 
-        wait_for(checkpointed, 120, "every member to checkpoint")
+        wait_for(checkpointed, 120, "checkpoint of every member", interval=0.2)
         first = len(events(ctl_log))
         time.sleep(seconds)  # the measuring window: cycles run on the controller's period meanwhile
         window = events(ctl_log)[first:]
@@ -96,7 +84,7 @@ def run_shape(bs: str, workdir: Path, members: int, partitions: int, records: in
             resets = [i for i, e in enumerate(tail) if e.get("kind") == "reset"]
             return bool(resets) and any(e.get("kind") == "resume" for e in tail[resets[-1]:])
 
-        wait_for(reset_done, 120, "the reset after a member joined")
+        wait_for(reset_done, 120, "reset after a member joined", interval=0.2)
         tail = events(ctl_log)[mark:]
         first_reset = next(i for i, e in enumerate(tail) if e.get("kind") == "reset")
         resume = next(e for e in tail[first_reset:] if e.get("kind") == "resume")
@@ -138,11 +126,10 @@ def main() -> int:
     text = "\n".join(rows)
     print(text)
     if args.write_results:
-        cmd = " ".join(["python", "bench/region.py", *sys.argv[1:]])
         write_section("region", f"## Consistent region timings (`bench/region.py`)\n\n{env}. Our broker; members "
                                 f"and controller are `groupstream region` processes; checkpoint period "
                                 f"{args.period_ms} ms; a reset is caused by one more member joining, which "
-                                f"rebalances the group.\n\nCommand: `{cmd}`\n\n{text}")  # fmt: skip
+                                f"rebalances the group.\n\nCommand: `{command_line('region.py')}`\n\n{text}")  # fmt: skip
     return 0
 
 
