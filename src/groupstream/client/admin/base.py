@@ -5,14 +5,14 @@ other brokers calls are sent to (leaders, coordinators, the controller)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from groupstream.client.closing import ClosesOnExit
 from groupstream.client.config import AdminConfig
 from groupstream.client.net.sync_client import NodeChannel, SyncClient
 
 
-class AdminBase:
+class AdminBase(ClosesOnExit):
     def __init__(self, config: Mapping[str, Any] | None = None, **aliases: Any) -> None:
         self.config = AdminConfig.from_mapping(config, aliases)
         self._client = SyncClient(self.config.network())
@@ -43,14 +43,6 @@ class AdminBase:
 
     def close(self) -> None:
         self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"Admin({self._conn.address})"

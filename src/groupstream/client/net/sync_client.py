@@ -16,9 +16,9 @@ CLI prints it as one line); a failure the broker reported stays in the response 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
+from groupstream.client.closing import ClosesOnExit
 from groupstream.client.errors import KafkaConnectionError, KafkaError
 from groupstream.client.net.config import NetworkConfig
 from groupstream.client.net.metadata import MetadataCache
@@ -36,7 +36,7 @@ _EXTRA_NODE_BASE = 1 << 30
 _CONNECTION_ERRORS = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 
 
-class SyncClient:
+class SyncClient(ClosesOnExit):
     """A `NetworkClient` driven on the calling thread. Not thread-safe: one caller at a time."""
 
     def __init__(self, config: NetworkConfig, *, clock: Callable[[], int] = monotonic_ms) -> None:
@@ -151,14 +151,6 @@ class SyncClient:
         self._closed = True
         self._client.close()
 
-    def __enter__(self) -> SyncClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
 
 class NodeChannel:
     """Requests to one node of a `SyncClient`, one answer at a time: what the Admin's calls are written
@@ -234,7 +226,7 @@ class NodeChannel:
         return f"NodeChannel(node {self.node_id})"
 
 
-class BrokerChannel(NodeChannel):
+class BrokerChannel(NodeChannel, ClosesOnExit):
     """A channel to the broker at ``host:port`` on a `SyncClient` of its own, connected and negotiated on
     construction (else `KafkaConnectionError`); closing it closes that client. For tools and tests that talk to
     one broker (a coordinator, a broker under test) without an Admin."""
@@ -272,14 +264,6 @@ class BrokerChannel(NodeChannel):
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class _AtVersion:
