@@ -54,34 +54,27 @@ def _read_varint_slow(d: bytes, pos: int) -> tuple[int, int]:
             raise PeerProtocolError("record varint is longer than 10 bytes")
 
 
-def _read_headers(d: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
-    zz = _ZZ1
+def _read_varint(d: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint at ``pos`` and the position after it: for the fields off the hot loop (headers), which
+    ``decode_records`` does not inline."""
     b = d[pos]
     if b < 0x80:
-        count = zz[b]
-        pos += 1
-    else:
-        count, pos = _read_varint_slow(d, pos)
+        return _ZZ1[b], pos + 1
+    return _read_varint_slow(d, pos)
+
+
+def _read_headers(d: bytes, pos: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = _read_varint(d, pos)
     if count < 0:
         raise PeerProtocolError(f"record has a negative header count {count}")
     headers: list[Header] = []
     for _ in range(count):
-        b = d[pos]
-        if b < 0x80:
-            kl = zz[b]
-            pos += 1
-        else:
-            kl, pos = _read_varint_slow(d, pos)
+        kl, pos = _read_varint(d, pos)
         if kl < 0:
             raise PeerProtocolError(f"record header has a negative key length {kl}")
         key = d[pos : pos + kl].decode()
         pos += kl
-        b = d[pos]
-        if b < 0x80:
-            vl = zz[b]
-            pos += 1
-        else:
-            vl, pos = _read_varint_slow(d, pos)
+        vl, pos = _read_varint(d, pos)
         if vl < 0:
             headers.append((key, None))
         else:
@@ -314,6 +307,15 @@ def encode_varlong(n: int) -> bytes:
 _NULL = _SMALL[-1 - _SMALL_MIN]
 
 
+def _append_nullable(parts: list[bytes], data: Buffer | None) -> None:
+    """Keys, values and header keys and values share one layout: length varint (-1 for null), then bytes."""
+    if data is None:
+        parts.append(_NULL)
+    else:
+        parts.append(encode_varint(len(data)))
+        parts.append(bytes(data))
+
+
 def encode_record(
     offset_delta: int,
     timestamp_delta: int,
@@ -323,26 +325,12 @@ def encode_record(
 ) -> bytes:
     """One record, length prefix included."""
     parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
-    if key is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(key)))
-        parts.append(bytes(key))
-    if value is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(value)))
-        parts.append(bytes(value))
+    _append_nullable(parts, key)
+    _append_nullable(parts, value)
     parts.append(encode_varint(len(headers)))
     for hkey, hvalue in headers:
-        kb = hkey.encode()
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
-        if hvalue is None:
-            parts.append(_NULL)
-        else:
-            parts.append(encode_varint(len(hvalue)))
-            parts.append(bytes(hvalue))
+        _append_nullable(parts, hkey.encode())
+        _append_nullable(parts, hvalue)
     body = b"".join(parts)
     return encode_varint(len(body)) + body
 
