@@ -485,7 +485,7 @@ def _consumer_group(g: Any, version: int, node_id: int, coordinator: str) -> Con
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=tuple(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
+                subscribed_topic_regex=m.subscribed_topic_regex or None,  # Kafka 4.4 (and we) send "" for none
                 assignment=current,
                 target_assignment=target,
                 state="stable" if stable else "reconciling",
