@@ -1,4 +1,5 @@
-"""Variable-length primitives shared by the message compiler and the record codec.
+"""Variable-length primitives shared by the message compiler, request and response headers, and the group
+record formats (the record codec has its own zig-zag varints, in records/record.py).
 
 Readers take a buffer and a position and return ``(value, new_position)``; writers append bytes to a list.
 Every reader checks bounds and raises `PeerProtocolError`, never IndexError.
@@ -57,36 +58,6 @@ def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 28:
             raise PeerProtocolError("varint is too long")
-
-
-def zigzag_encode(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def zigzag_decode(n: int) -> int:
-    return (n >> 1) ^ -(n & 1)
-
-
-def write_varint(n: int) -> bytes:
-    """Signed zig-zag varint (used by records and their headers)."""
-    return write_uvarint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF)
-
-
-def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise PeerProtocolError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return zigzag_decode(result), pos
-        shift += 7
-        if shift > 63:
-            raise PeerProtocolError("varlong is too long")
 
 
 def need(buf: Buffer, pos: int, n: int) -> int:
