@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -41,16 +40,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # for support.brokers
+from confluent_kafka import Consumer, Producer
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from groupstream.client.admin import Admin, NewTopic
+from kit import APACHE, RESULTS, Broker, broker_names, command_line, environment, wait_for, write_section
+from support.brokers import BrokerKind
+from support.kafka_jars import kafka_version
 
-from groupstream.client.admin import Admin, NewTopic  # noqa: E402
-from results import RESULTS, confluent_versions, machine, write_section  # noqa: E402
-from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
-
-STRATEGIES = ("range", "cooperative-sticky")
+# Classic: the client-side assignors; consumer (KIP-848): the server-side assignors, named "consumer:<assignor>".
+STRATEGIES_BY_PROTOCOL = {"classic": ("range", "cooperative-sticky"), "consumer": ("consumer:uniform", "consumer:range")}
+# What both our broker and Apache Kafka are given (Tansu: its defaults): no initial rebalance delay, and
+# consumer-protocol members heartbeating every second with 10 s sessions, as the classic members do here (Kafka
+# needs its minimums lowered to allow that; ours has no such minimums).
+SAME_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.session.timeout.ms": "10000",
+}
+KAFKA_MINIMUMS = {"group.consumer.min.heartbeat.interval.ms": "1000", "group.consumer.min.session.timeout.ms": "10000"}
 SESSION_TIMEOUT_MS = 10_000
 PAUSE_MEMBERS = 4
 PAUSE_PARTITIONS = 12
@@ -80,13 +87,15 @@ class BenchMember:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> BenchMember:
-        self.consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
-            "partition.assignment.strategy": self.strategy, "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": 1000, "enable.auto.commit": False, "auto.offset.reset": "latest",
-            "fetch.wait.max.ms": 100,
-        })  # fmt: skip
-        cooperative = self.strategy == "cooperative-sticky"
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.name,
+                                "enable.auto.commit": False, "auto.offset.reset": "latest", "fetch.wait.max.ms": 100}  # fmt: skip
+        if self.strategy.startswith("consumer:"):  # the broker assigns, sessions and heartbeats are its settings
+            conf.update({"group.protocol": "consumer", "group.remote.assignor": self.strategy.split(":", 1)[1]})
+        else:
+            conf.update({"partition.assignment.strategy": self.strategy, "session.timeout.ms": SESSION_TIMEOUT_MS,
+                         "heartbeat.interval.ms": 1000})  # fmt: skip
+        self.consumer = Consumer(conf)
+        cooperative = self.strategy != "range"  # cooperative-sticky and the consumer protocol: incremental
 
         def change(parts: set[int]) -> None:
             with self._lock:
@@ -132,13 +141,6 @@ class BenchMember:
 
 # --- measurements ----------------------------------------------------------------------------------------
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {what} within {timeout:g}s")
-        time.sleep(0.02)  # poll interval of the wait above
-
 def stable(members: list[BenchMember], partitions: int, admin: Admin, group: str) -> float | None:
     """The time of the last assignment change when the group is stable now, else None."""
     snaps = [m.snapshot() for m in members]
@@ -147,8 +149,13 @@ def stable(members: list[BenchMember], partitions: int, admin: Admin, group: str
         return None
     if not owned[-1] and partitions >= len(members):
         return None
-    desc = admin.describe_groups([group])[group]
-    if desc.state != "Stable" or len(desc.members) != len(members):
+    if members[0].strategy.startswith("consumer:"):
+        described: Any = admin.describe_consumer_groups_or_errors([group])[group]
+        if isinstance(described, Exception):  # not there yet
+            return None
+    else:
+        described = admin.describe_groups([group])[group]
+    if described.state != "Stable" or len(described.members) != len(members):
         return None
     return max(s[1] for s in snaps)
 
@@ -261,11 +268,13 @@ def _max_gap(times: list[float], lo: float, hi: float) -> float:
 
 # --- the run ---------------------------------------------------------------------------------------------
 
-def run_broker(kind: BrokerKind, sizes: list[int], repeat: int, tmp: Path) -> dict[str, Any]:
-    settings = {"group.initial.rebalance.delay.ms": "0"} if kind is BrokerKind.GROUPSTREAM else None
+def run_broker(kind: str, strategies: list[str], sizes: list[int], repeat: int, tmp: Path) -> dict[str, Any]:
+    settings = None if kind == BrokerKind.TANSU else SAME_SETTINGS | (KAFKA_MINIMUMS if kind == APACHE else {})
     out: dict[str, Any] = {"join": {}, "pause": {}}
-    with BrokerProcess(kind, tmp / str(kind), settings=settings) as broker:
-        for strategy in STRATEGIES:
+    with Broker(kind, tmp, settings=settings) as broker:
+        for strategy in strategies:
+            if kind == BrokerKind.TANSU and strategy.startswith("consumer:"):
+                continue  # Tansu has no consumer protocol
             for n in sizes:
                 runs = [join_to_stable(broker.bootstrap, strategy, n) for _ in range(repeat)]
                 out["join"][(strategy, n)] = runs
@@ -279,19 +288,25 @@ def run_broker(kind: BrokerKind, sizes: list[int], repeat: int, tmp: Path) -> di
                       f"max {p.max_s * 1000:.0f} ms (baseline {p.baseline_s * 1000:.0f} ms)", flush=True)  # fmt: skip
     return out
 
-def table(results: dict[BrokerKind, dict[str, Any]], sizes: list[int]) -> str:
+
+PEER_LABEL = {BrokerKind.TANSU.value: "Tansu", APACHE: "Kafka"}
+
+
+def table(results: dict[str, dict[str, Any]], strategies: list[str], sizes: list[int]) -> str:
     kinds = list(results)
+    peers = [k for k in kinds if k in PEER_LABEL] if BrokerKind.GROUPSTREAM in kinds else []
     lines = ["Join to stable (median of runs; the last of N members joins a stable group of N-1):", "",
-             "| strategy | N | " + " | ".join(str(k) for k in kinds) + (" | ours/Tansu |" if len(kinds) == 2 else " |"),
-             "|---|---:|" + "---:|" * len(kinds) + ("---:|" if len(kinds) == 2 else "")]  # fmt: skip
-    for strategy in STRATEGIES:
+             "| strategy | N | " + " | ".join(str(k) for k in kinds) + " |"
+             + "".join(f" ours/{PEER_LABEL[p]} |" for p in peers),
+             "|---|---:|" + "---:|" * (len(kinds) + len(peers))]  # fmt: skip
+    for strategy in strategies:
         for n in sizes:
-            meds = [statistics.median(results[k]["join"][(strategy, n)]) for k in kinds]
-            row = f"| {strategy} | {n} | " + " | ".join(f"{m * 1000:,.0f} ms" for m in meds)
-            if len(kinds) == 2:
-                ours = meds[kinds.index(BrokerKind.GROUPSTREAM)] if BrokerKind.GROUPSTREAM in kinds else None
-                tansu = meds[kinds.index(BrokerKind.TANSU)] if BrokerKind.TANSU in kinds else None
-                row += f" | {ours / tansu:.2f}x" if ours and tansu else " | "
+            meds = {k: statistics.median(results[k]["join"][(strategy, n)]) for k in kinds
+                    if (strategy, n) in results[k]["join"]}  # fmt: skip
+            row = f"| {strategy} | {n} | " + " | ".join(f"{meds[k] * 1000:,.0f} ms" if k in meds else "n/a" for k in kinds)
+            ours = meds.get(BrokerKind.GROUPSTREAM)
+            for p in peers:
+                row += f" | {ours / meds[p]:.2f}x" if ours and meds.get(p) else " | "
             lines.append(row + " |")
     lines += ["", f"Pause of unaffected partitions when a 5th member joins 4 ({PAUSE_PARTITIONS} partitions, "
               f"{PAUSE_RATE} records/s; medians over runs of each run's median and max over the partitions "
@@ -300,7 +315,9 @@ def table(results: dict[BrokerKind, dict[str, Any]], sizes: list[int]) -> str:
               "| broker | strategy | join to stable | unaffected partitions | median pause | max pause | gap before |",
               "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for k in kinds:
-        for strategy in STRATEGIES:
+        for strategy in strategies:
+            if strategy not in results[k]["pause"]:
+                continue
             ps: list[Pause] = results[k]["pause"][strategy]
 
             def med(f: Callable[[Pause], float], ps: list[Pause] = ps) -> float:
@@ -313,43 +330,55 @@ def table(results: dict[BrokerKind, dict[str, Any]], sizes: list[int]) -> str:
             )
     return "\n".join(lines)
 
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", default="tansu,groupstream", help="comma-separated: tansu, groupstream")
+    ap.add_argument("--brokers", default="tansu,groupstream", help="comma-separated: tansu, groupstream, apache")
     ap.add_argument("--members", default="2,10,50", help="group sizes N for join-to-stable")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
+    ap.add_argument("--protocols", default="classic", help="comma-separated: classic, consumer (KIP-848)")
     ap.add_argument("--write-results", action="store_true", help=f"update the section in {RESULTS}")
     args = ap.parse_args()
-    kinds = [BrokerKind(k.strip()) for k in args.brokers.split(",") if k.strip()]
+    kinds = broker_names(args.brokers, ap)
     sizes = [int(x) for x in args.members.split(",") if x.strip()]
+    protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
+    if set(protocols) - STRATEGIES_BY_PROTOCOL.keys():
+        ap.error("--protocols takes classic, consumer")
+    strategies = [s for p in protocols for s in STRATEGIES_BY_PROTOCOL[p]]
 
     env = environment()
     print(f"rebalance: {env}")
-    results: dict[BrokerKind, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rebalance-") as tmp:
         for kind in kinds:
-            results[kind] = run_broker(kind, sizes, args.repeat, Path(tmp))
-    text = table(results, sizes)
+            results[kind] = run_broker(kind, strategies, sizes, args.repeat, Path(tmp))
+    text = table(results, strategies, sizes)
     print()
     print(text)
     if args.write_results:
-        write_results(
+        kafka = "" if APACHE not in kinds else (
+            f" Apache Kafka {kafka_version()}: one combined KRaft "
+            "node run as its start scripts run it (1 GB heap, G1, default thread counts).")  # fmt: skip
+        consumer = "" if "consumer" not in protocols else (
+            " Consumer protocol (KIP-848, `consumer:<server assignor>`): confluent-kafka members with "
+            "group.protocol=consumer; both brokers give them group.consumer.heartbeat.interval.ms=1000 and "
+            "group.consumer.session.timeout.ms=10000 (their minimums lowered to match), so members learn of a new "
+            "target assignment from their next heartbeat, as classic members learn of a rebalance; stable is "
+            "ConsumerGroupDescribe saying Stable with N members and every partition owned once by the members' "
+            "own callbacks.")  # fmt: skip
+        write_section(
+            "rebalance",
             "## Rebalances (`bench/rebalance.py`)\n\n"
             f"{env}. confluent-kafka consumers as threads of one process (each its own librdkafka instance), "
-            f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms=1000. Our broker: "
-            "group.initial.rebalance.delay.ms=0 (a stable group never waits for it anyway). Tansu 0.6.0: "
-            "defaults, memory storage. " + NOTE + "\n\n"
-            f"Command: `python bench/rebalance.py --brokers {args.brokers} --members {args.members} "
-            f"--repeat {args.repeat} --write-results`\n\n{text}"
+            f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms=1000. Our broker"
+            + (" and Apache Kafka" if APACHE in kinds else "")
+            + ": group.initial.rebalance.delay.ms=0 (a stable group never waits for it anyway). Tansu 0.6.0: "
+            "defaults, memory storage." + kafka + consumer + " " + NOTE + "\n\n"
+            f"Command: `{command_line('rebalance.py')}`\n\n{text}"
         )
         print(f"\nwrote {RESULTS}")
     return 0
 
-def environment() -> str:
-    return f"{machine()}; {confluent_versions()}"
-
-def write_results(text: str) -> None:
-    write_section("rebalance", text)
 
 if __name__ == "__main__":
     raise SystemExit(main())
