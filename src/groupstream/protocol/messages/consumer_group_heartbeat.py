@@ -7,6 +7,14 @@ kafka-python and aiokafka do not speak this protocol.
 
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
+# A member's owned partitions (request) and its assignment (response) are the same struct: one definition,
+# so they share one generated class.
+_TOPIC_PARTITIONS = Struct(
+    "TopicPartitions",
+    Field("topic_id", "uuid"),
+    Field("partitions", Array("int32")),
+)
+
 API = Api(
     key=68,
     name="ConsumerGroupHeartbeat",
@@ -23,18 +31,7 @@ API = Api(
         Field("subscribed_topic_names", Array("string"), nullable="0+", default=NULL),
         Field("subscribed_topic_regex", "string", versions="1+", nullable="1+", default=NULL),
         Field("server_assignor", "string", nullable="0+", default=NULL),
-        Field(
-            "topic_partitions",
-            Array(
-                Struct(
-                    "TopicPartitions",
-                    Field("topic_id", "uuid"),
-                    Field("partitions", Array("int32")),
-                )
-            ),
-            nullable="0+",
-            default=NULL,
-        ),
+        Field("topic_partitions", Array(_TOPIC_PARTITIONS), nullable="0+", default=NULL),
     ),
     response=Struct(
         "ConsumerGroupHeartbeatResponse",
@@ -48,16 +45,7 @@ API = Api(
             "assignment",
             Struct(
                 "Assignment",
-                Field(
-                    "topic_partitions",
-                    Array(
-                        Struct(
-                            "TopicPartitions",
-                            Field("topic_id", "uuid"),
-                            Field("partitions", Array("int32")),
-                        )
-                    ),
-                ),
+                Field("topic_partitions", Array(_TOPIC_PARTITIONS)),
             ),
             nullable="0+",
             default=NULL,

@@ -5,6 +5,7 @@ Below v4 the answer carries message format v0/v1, which we do not store. Peers: 
 16, kafka-python 3.0 up to 12, aiokafka 0.14 up to 11; librdkafka and aiokafka do not use fetch sessions.
 """
 
+from groupstream.protocol.messages.common_structs import current_leader, node_endpoints
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
 _MAX_INT32 = 0x7FFFFFFF
@@ -137,17 +138,7 @@ API = Api(
                                     tag=0,
                                     tagged="12+",
                                 ),
-                                Field(
-                                    "current_leader",
-                                    Struct(
-                                        "LeaderIdAndEpoch",
-                                        Field("leader_id", "int32", versions="12+", default=-1),
-                                        Field("leader_epoch", "int32", versions="12+", default=-1),
-                                    ),
-                                    versions="12+",
-                                    tag=1,
-                                    tagged="12+",
-                                ),
+                                current_leader(since=12, tag=1),
                                 Field(
                                     "snapshot_id",
                                     Struct(
@@ -180,20 +171,6 @@ API = Api(
                 )
             ),
         ),
-        Field(
-            "node_endpoints",
-            Array(
-                Struct(
-                    "NodeEndpoint",
-                    Field("node_id", "int32", versions="16+"),
-                    Field("host", "string", versions="16+"),
-                    Field("port", "int32", versions="16+"),
-                    Field("rack", "string", versions="16+", nullable="16+", default=NULL),
-                )
-            ),
-            versions="16+",
-            tag=0,
-            tagged="16+",
-        ),
+        node_endpoints(since=16),
     ),
 )

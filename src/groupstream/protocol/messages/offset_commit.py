@@ -7,6 +7,12 @@ timestamp, v2-4 a retention time; v10 names topics by id). Peers: librdkafka 2.1
 
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
+# A topic is named in requests and responses alike: by name up to v9, by id from v10 (KIP-516).
+_TOPIC_KEY = (
+    Field("name", "string", versions="0-9", ignorable=True),
+    Field("topic_id", "uuid", versions="10+", ignorable=True),
+)
+
 API = Api(
     key=8,
     name="OffsetCommit",
@@ -24,8 +30,7 @@ API = Api(
             Array(
                 Struct(
                     "OffsetCommitRequestTopic",
-                    Field("name", "string", versions="0-9", ignorable=True),
-                    Field("topic_id", "uuid", versions="10+", ignorable=True),
+                    *_TOPIC_KEY,
                     Field(
                         "partitions",
                         Array(
@@ -57,8 +62,7 @@ API = Api(
             Array(
                 Struct(
                     "OffsetCommitResponseTopic",
-                    Field("name", "string", versions="0-9", ignorable=True),
-                    Field("topic_id", "uuid", versions="10+", ignorable=True),
+                    *_TOPIC_KEY,
                     Field(
                         "partitions",
                         Array(

@@ -6,6 +6,32 @@ Peers: librdkafka 2.15+ sends up to 9, kafka-python 3.0 up to 8, aiokafka 0.14 s
 
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
+# From v8 a request asks for several groups; their topics are named by name up to v9, by id from v10 (KIP-516).
+_GROUP_TOPIC_KEY = (
+    Field("name", "string", versions="8-9", ignorable=True),
+    Field("topic_id", "uuid", versions="10+", ignorable=True),
+)
+
+
+def _partitions(struct_name: str, versions: str, epoch_versions: str) -> Field:
+    """A topic's committed partitions: the same five fields in the single-group answer (v0-7) and in each group
+    of the several-group answer (v8+); Kafka names the two structs apart, so the name is kept."""
+    return Field(
+        "partitions",
+        Array(
+            Struct(
+                struct_name,
+                Field("partition_index", "int32", versions=versions),
+                Field("committed_offset", "int64", versions=versions),
+                Field("committed_leader_epoch", "int32", versions=epoch_versions, default=-1, ignorable=True),
+                Field("metadata", "string", versions=versions, nullable=versions),
+                Field("error_code", "int16", versions=versions),
+            )
+        ),
+        versions=versions,
+    )
+
+
 API = Api(
     key=9,
     name="OffsetFetch",
@@ -39,8 +65,7 @@ API = Api(
                         Array(
                             Struct(
                                 "OffsetFetchRequestTopics",
-                                Field("name", "string", versions="8-9", ignorable=True),
-                                Field("topic_id", "uuid", versions="10+", ignorable=True),
+                                *_GROUP_TOPIC_KEY,
                                 Field("partition_indexes", Array("int32"), versions="8+"),
                             )
                         ),
@@ -62,26 +87,7 @@ API = Api(
                 Struct(
                     "OffsetFetchResponseTopic",
                     Field("name", "string", versions="0-7"),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                "OffsetFetchResponsePartition",
-                                Field("partition_index", "int32", versions="0-7"),
-                                Field("committed_offset", "int64", versions="0-7"),
-                                Field(
-                                    "committed_leader_epoch",
-                                    "int32",
-                                    versions="5-7",
-                                    default=-1,
-                                    ignorable=True,
-                                ),
-                                Field("metadata", "string", versions="0-7", nullable="0-7"),
-                                Field("error_code", "int16", versions="0-7"),
-                            )
-                        ),
-                        versions="0-7",
-                    ),
+                    _partitions("OffsetFetchResponsePartition", versions="0-7", epoch_versions="5-7"),
                 )
             ),
             versions="0-7",
@@ -98,27 +104,9 @@ API = Api(
                         Array(
                             Struct(
                                 "OffsetFetchResponseTopics",
-                                Field("name", "string", versions="8-9", ignorable=True),
-                                Field("topic_id", "uuid", versions="10+", ignorable=True),
-                                Field(
-                                    "partitions",
-                                    Array(
-                                        Struct(
-                                            "OffsetFetchResponsePartitions",
-                                            Field("partition_index", "int32", versions="8+"),
-                                            Field("committed_offset", "int64", versions="8+"),
-                                            Field(
-                                                "committed_leader_epoch",
-                                                "int32",
-                                                versions="8+",
-                                                default=-1,
-                                                ignorable=True,
-                                            ),
-                                            Field("metadata", "string", versions="8+", nullable="8+"),
-                                            Field("error_code", "int16", versions="8+"),
-                                        )
-                                    ),
-                                    versions="8+",
+                                *_GROUP_TOPIC_KEY,
+                                _partitions(
+                                    "OffsetFetchResponsePartitions", versions="8+", epoch_versions="8+"
                                 ),
                             )
                         ),

@@ -7,6 +7,7 @@ is the broker's ApiVersions business, not the codec's. Peers: librdkafka 2.15+ s
 up to 9, aiokafka 0.14 up to 7.
 """
 
+from groupstream.protocol.messages.common_structs import current_leader, node_endpoints
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
 API = Api(
@@ -87,17 +88,7 @@ API = Api(
                                     default=NULL,
                                     ignorable=True,
                                 ),
-                                Field(
-                                    "current_leader",
-                                    Struct(
-                                        "LeaderIdAndEpoch",
-                                        Field("leader_id", "int32", versions="10+", default=-1),
-                                        Field("leader_epoch", "int32", versions="10+", default=-1),
-                                    ),
-                                    versions="10+",
-                                    tag=0,
-                                    tagged="10+",
-                                ),
+                                current_leader(since=10, tag=0),
                             )
                         ),
                     ),
@@ -105,20 +96,6 @@ API = Api(
             ),
         ),
         Field("throttle_time_ms", "int32", versions="1+", default=0, ignorable=True),
-        Field(
-            "node_endpoints",
-            Array(
-                Struct(
-                    "NodeEndpoint",
-                    Field("node_id", "int32", versions="10+"),
-                    Field("host", "string", versions="10+"),
-                    Field("port", "int32", versions="10+"),
-                    Field("rack", "string", versions="10+", nullable="10+", default=NULL),
-                )
-            ),
-            versions="10+",
-            tag=0,
-            tagged="10+",
-        ),
+        node_endpoints(since=10),
     ),
 )
