@@ -59,10 +59,11 @@ class Cluster:
         assigned partition that does not exist is an error; a stream waits for it to appear instead."""
         return self._partitions(self.admin.list_topics(), must_exist)
 
-    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
-        """The ids of those ``topics`` that exist and have one."""
+    def partitions_and_ids(self, must_exist: bool) -> tuple[list[TopicPartition], dict[str, str]]:
+        """`partitions`, and the ids of their topics (those that have one), from one Metadata answer."""
         listed = self.admin.list_topics()
-        return {t: i for t in set(topics) if t in listed and (i := topic_id(listed[t])) is not None}
+        tps = self._partitions(listed, must_exist)
+        return tps, {t: i for t in {t for t, _ in tps} if (i := topic_id(listed[t])) is not None}
 
     def view(self) -> ClusterView:
         """The subscribed partitions now, with their log ends and topic ids. A topic that answers with an error

@@ -1,9 +1,12 @@
 """What a Spark task runs: read one offset range of one partition and hand it to Spark as Arrow record batches.
 
-A task reads exactly ``[start, end)`` from the partition leader with a plain assign-mode fetch loop, so a task
-that Spark retries reads the same records again and a restarted query re-reads nothing it committed (seed
-003's offline load: one task per topic-partition range, restartable without duplicates). Records come out
-column by column, a batch at a time, with no per-record Row objects.
+A task reads exactly ``[start, end)`` with our Consumer in assign mode, so a task that Spark retries reads the
+same records again and a restarted query re-reads nothing it committed (seed 003's offline load: one task per
+topic-partition range, restartable without duplicates). Records go from the fetched batches into Arrow columns
+as ``poll_arrow`` builds them (the C decoder appends to Arrow buffers), with no Python object per record.
+Consumers are kept between the tasks a Python worker runs (`CONSUMERS`), so a task starts on open connections
+and known leaders: its own cost is one Metadata request before the read and one after, where the topic's id is
+checked.
 
 A range carries the id of the topic it was planned in. A task that finds the topic deleted, or deleted and
 created again, since then fails under failOnDataLoss; otherwise a streaming task reads nothing (the next
@@ -14,23 +17,44 @@ task warns and reads its partition of the new topic from its earliest offset to 
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Hashable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
-from groupstream.client.admin import Admin
+import pyarrow.compute as pc
+
+from groupstream.assignment.types import TopicPartition
+from groupstream.client.consumer.consumer import Consumer
+from groupstream.client.consumer.errors import OffsetOutOfRangeError
 from groupstream.client.errors import KafkaError
-from groupstream.client.lite import fetch_batches
 from groupstream.client.metadata import TopicDescription
-from groupstream.client.net.blocking import BlockingConnection
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.spark.cluster import DataLossError, admin_config, topic_id
+from groupstream.spark.client_cache import ClientCache, close_at_exit
+from groupstream.spark.cluster import DataLossError, topic_id
 from groupstream.spark.planning import OffsetRange
 
-__all__ = ["ARROW_BATCH_ROWS", "ReadSpec", "arrow_schema", "read_range"]
+__all__ = ["ARROW_BATCH_ROWS", "CONSUMERS", "ReadSpec", "arrow_schema", "read_range"]
 
-ARROW_BATCH_ROWS = 16_384  # Kafka batches are gathered up to this many rows: Spark pays per Arrow batch
+ARROW_BATCH_ROWS = 16_384  # at most this many rows per Arrow batch (max.poll.records): Spark pays per batch
+_QUIET_S = 1.0  # a poll this long without records: look at the partition (at its end? deleted?)
+_TASK_CONFIG: dict[str, Any] = {
+    "client.id": "groupstream-spark",
+    "auto.offset.reset": "none",  # a position outside the log is data loss to report, not a jump to make
+    "enable.auto.commit": False,
+    "max.poll.records": ARROW_BATCH_ROWS,
+    # a task reads a range that the plan saw in the log, so the broker has its records at once; past them
+    # there is nothing to wait for, and a long wait would hold up the next task's first fetch on that broker
+    "fetch.max.wait.ms": 10,
+}
+_PASSED_ON = frozenset({
+    "client.id", "request.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms", "metadata.max.age.ms", "retry.backoff.ms", "retry.backoff.max.ms",
+    "receive.message.max.bytes", "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms",
+    "max.partition.fetch.bytes", "check.crcs", "default.api.timeout.ms",
+})  # fmt: skip
+"""The ``kafka.`` options a task's consumer takes; the rest (group, commits, resets, deserializers) are the
+source's business, as in Spark's Kafka source."""
 
 log = logging.getLogger("groupstream.spark")
 
@@ -69,77 +93,102 @@ def arrow_schema(include_headers: bool) -> Any:
     return pa.schema(fields)
 
 
-def read_range(spec: ReadSpec, rng: OffsetRange) -> Iterator[Any]:
-    """Arrow record batches of ``rng``'s records, in offset order, of about `ARROW_BATCH_ROWS` rows each."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _consumer(key: Hashable) -> Consumer:
+    bootstrap, client = cast(tuple[str, tuple[tuple[str, str], ...]], key)
+    return Consumer({"bootstrap.servers": bootstrap, **_TASK_CONFIG, **dict(client)})
 
-    schema = arrow_schema(spec.include_headers)
-    conf = admin_config(spec.bootstrap_servers, dict(spec.client_config))
-    with Admin(conf) as admin:
-        desc = _describe(admin, rng.topic)
-        checked = _check_topic(admin, spec, rng, desc)
-        if checked is None:
-            return
-        rng = checked
-        assert desc is not None
-        host, port = _leader(admin, rng, desc)
-        conn = BlockingConnection(host, port, client_id=conf["client.id"], timeout_s=spec.poll_timeout_ms / 1000)
+
+def _close(consumer: Consumer) -> None:
+    consumer.close(5.0)
+
+
+def _unassign(consumer: Consumer) -> None:
+    """An idle consumer fetches nothing (and drops what it fetched past its task's range)."""
+    consumer.assign([])
+
+
+CONSUMERS: ClientCache[Consumer] = close_at_exit(ClientCache(_consumer, _close))
+"""The consumers of this Python worker's tasks, by bootstrap servers and client properties."""
+
+
+def _key(spec: ReadSpec) -> Hashable:
+    return spec.bootstrap_servers, tuple(sorted((k, v) for k, v in spec.client_config if k in _PASSED_ON))
+
+
+def read_range(spec: ReadSpec, rng: OffsetRange) -> Generator[Any, None, None]:
+    """Arrow record batches of ``rng``'s records, in offset order, of at most `ARROW_BATCH_ROWS` rows each."""
+    with CONSUMERS.lend(_key(spec), _unassign) as consumer:
+        yield from _read(consumer, spec, rng)
+
+
+def _read(consumer: Consumer, spec: ReadSpec, rng: OffsetRange) -> Iterator[Any]:
+    timeout_s = spec.poll_timeout_ms / 1000
+    checked = _check_topic(consumer, spec, rng, _describe(consumer, rng.topic, timeout_s))
+    if checked is None or checked.start >= checked.end:
+        return
+    rng = checked
+    tp = TopicPartition(rng.topic, rng.partition)
+    consumer.assign([tp], offsets={tp: rng.start})
+    columns = list(range(len(arrow_schema(spec.include_headers))))
+    position = rng.start
+    progress_at = time.monotonic()
+    while position < rng.end:
         try:
-            start = _start(admin, spec, rng)
-            last = start - 1
-            pending: list[Any] = []
-            types: list[int] = []
-            try:
-                for batch_type, records in _record_lists(conn, admin, spec, rng, start):
-                    pending.extend(records)
-                    types.extend([batch_type] * len(records))
-                    if len(pending) >= ARROW_BATCH_ROWS:
-                        last = pending[-1].offset
-                        yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
-                        pending, types = [], []
-            except KafkaError as e:
-                if e.code not in _GONE:
-                    raise
-                _lost(spec, f"{_planned(rng)}: topic {rng.topic} was deleted while this task read it", "goes on")
-                return
-            if pending:
-                last = pending[-1].offset
-                yield _arrow(pa, pc, schema, rng, pending, types, spec.include_headers)
-            if last < rng.end - 1:
-                _check_end(admin, spec, rng, last)
-            _check_still_the_topic(admin, spec, rng)
-        finally:
-            conn.close()
+            batch = consumer.poll_arrow(_QUIET_S)
+        except OffsetOutOfRangeError as e:
+            if e.resource != str(tp):
+                continue  # a late answer for an earlier task's partition
+            moved = _start(consumer, spec, rng, consumer.position(tp), timeout_s)
+            if moved is not None:  # retention deleted what was next
+                position = moved
+                consumer.seek(tp, position)
+            continue
+        if batch.num_rows:
+            progress_at = time.monotonic()
+            if batch.column(4)[-1].as_py() >= rng.end:  # fetched past the range: cut it there
+                batch = batch.slice(0, pc.sum(pc.less(batch.column(4), rng.end)).as_py() or 0)
+            if batch.num_rows:
+                yield batch.select(columns)
+            position = consumer.position(tp)
+            continue
+        position = consumer.position(tp)
+        if position >= rng.end or not _quiet(consumer, spec, rng, position, progress_at, timeout_s):
+            break
+    if rng.topic_id is not None:
+        _check_still_the_topic(consumer, spec, rng, timeout_s)
 
 
-def _arrow(pa: Any, pc: Any, schema: Any, rng: OffsetRange, records: list[Any], types: list[int],
-           include_headers: bool) -> Any:
-    """One Arrow batch from decoded records: the columns are transposed in C (``zip``), not record by record."""
-    offsets, timestamps, keys, values, headers = zip(*records, strict=True)
-    n = len(offsets)
-    columns = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([rng.topic] * n, pa.string()),
-        pa.array([rng.partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pc.multiply(pa.array(timestamps, pa.int64()), 1000).cast(schema.field("timestamp").type),
-        pa.array(types, pa.int32()),
-    ]
-    if include_headers:
-        columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in headers],
-                                schema.field("headers").type))  # fmt: skip
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+def _quiet(consumer: Consumer, spec: ReadSpec, rng: OffsetRange, position: int, progress_at: float,
+           timeout_s: float) -> bool:  # fmt: skip
+    """No records came for a while at ``position``: whether to keep waiting. Not when the topic was deleted, or
+    the partition now ends at or before ``position`` (it was truncated, or deleted and created again: the plan
+    counted on records that are gone); a partition that has the records but does not serve them fails the
+    task after ``kafkaConsumer.pollTimeoutMs``."""
+    desc = _describe(consumer, rng.topic, timeout_s)
+    if desc is None or rng.partition >= desc.partition_count:
+        _lost(spec, f"{_planned(rng)}: topic {rng.topic} was deleted while this task read it", "goes on")
+        return False
+    tp = TopicPartition(rng.topic, rng.partition)
+    end = consumer.end_offsets([tp], timeout_s)[tp]
+    if end <= position:
+        _lost(spec, f"Partition {rng.topic}-{rng.partition}'s offset was changed from {rng.end} to {end}, some data "
+              "may have been missed", "goes on")  # fmt: skip
+        return False
+    if time.monotonic() - progress_at > timeout_s:
+        raise TimeoutError(
+            f"{rng.topic}-{rng.partition}: no record at offset {position} came within kafkaConsumer.pollTimeoutMs "
+            f"({spec.poll_timeout_ms} ms), though the partition ends at {end}"
+        )
+    return True
 
 
-def _describe(admin: Admin, topic: str) -> TopicDescription | None:
-    try:
-        return admin.describe_topics([topic])[topic]
-    except KafkaError as e:
-        if e.code in _GONE:
-            return None
-        raise
+def _describe(consumer: Consumer, topic: str, timeout_s: float) -> TopicDescription | None:
+    desc = consumer.describe_topics([topic], timeout_s).topics.get(topic)
+    if desc is None or desc.error_code in _GONE:
+        return None
+    if desc.error_code != ErrorCode.NONE:
+        raise KafkaError(desc.error_code, resource=topic)
+    return desc
 
 
 def _planned(rng: OffsetRange) -> str:
@@ -160,7 +209,7 @@ def _lost(spec: ReadSpec, what: str, how: str) -> None:
         log.warning("%s; %s the read %s", what, _GOES_ON, how)
 
 
-def _check_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange, desc: TopicDescription | None) -> OffsetRange | None:
+def _check_topic(consumer: Consumer, spec: ReadSpec, rng: OffsetRange, desc: TopicDescription | None) -> OffsetRange | None:
     """``rng`` when its partition is still in the topic it was planned in; else what to read instead (a batch
     task's partition of a recreated topic, from its earliest offset to its end), or None: nothing."""
     t, p = rng.topic, rng.partition
@@ -181,15 +230,15 @@ def _check_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange, desc: TopicDesc
         return None
     log.warning("%s; %s the read takes partition %s-%d of the new topic from its earliest offset instead", what,
                 _GOES_ON, t, p)  # fmt: skip
-    ends = admin.list_offsets({(t, p): "earliest"}), admin.list_offsets({(t, p): "latest"})
-    return replace(rng, start=ends[0][(t, p)].offset, end=ends[1][(t, p)].offset, topic_id=now_id)
+    tp = TopicPartition(t, p)
+    timeout_s = spec.poll_timeout_ms / 1000
+    first, end = consumer.beginning_offsets([tp], timeout_s)[tp], consumer.end_offsets([tp], timeout_s)[tp]
+    return replace(rng, start=first, end=end, topic_id=now_id)
 
 
-def _check_still_the_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> None:
+def _check_still_the_topic(consumer: Consumer, spec: ReadSpec, rng: OffsetRange, timeout_s: float) -> None:
     """After the read: a topic recreated while the task read it may have answered some fetches."""
-    if rng.topic_id is None:
-        return
-    desc = _describe(admin, rng.topic)
+    desc = _describe(consumer, rng.topic, timeout_s)
     now_id = None if desc is None else topic_id(desc)
     if now_id is not None and now_id != rng.topic_id:
         what = (
@@ -202,68 +251,25 @@ def _check_still_the_topic(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> No
         log.warning("%s; %s the read goes on", what, _GOES_ON)
 
 
-def _leader(admin: Admin, rng: OffsetRange, desc: TopicDescription) -> tuple[str, int]:
-    parts = {p.partition: p for p in desc.partitions}
-    info = parts[rng.partition]
-    brokers = {b.node_id: b for b in admin.describe_cluster().brokers}
-    broker = brokers.get(info.leader)
-    if broker is None:
-        conn = admin.connection
-        return conn.host, conn.port
-    return broker.host, broker.port
-
-
-def _start(admin: Admin, spec: ReadSpec, rng: OffsetRange) -> int:
-    """Where to begin: the range start, unless retention deleted it (an error under failOnDataLoss)."""
-    log_start = admin.list_offsets({(rng.topic, rng.partition): "earliest"})[(rng.topic, rng.partition)].offset
-    if log_start <= rng.start:
-        return rng.start
+def _start(consumer: Consumer, spec: ReadSpec, rng: OffsetRange, position: int, timeout_s: float) -> int | None:
+    """A fetch found the position outside the log: where to go on from (the log's start, unless that skips
+    records the range holds: an error under failOnDataLoss), or None where ``position`` is in the log (the
+    error was about a fetch from before a seek)."""
+    tp = TopicPartition(rng.topic, rng.partition)
+    log_start = consumer.beginning_offsets([tp], timeout_s)[tp]
+    if log_start <= position:
+        end = consumer.end_offsets([tp], timeout_s)[tp]
+        if position <= end:
+            return None
+        # past the log's end: the partition was truncated, or recreated, under the read
+        _lost(spec, f"Partition {rng.topic}-{rng.partition}'s offset was changed from {rng.end} to {end}, some data "
+              "may have been missed", "goes on")  # fmt: skip
+        return rng.end
     lost = (
-        f"{rng.topic}-{rng.partition} starts at offset {log_start} now, but offsets {rng.start} to "
+        f"{rng.topic}-{rng.partition} starts at offset {log_start} now, but offsets {position} to "
         f"{min(log_start, rng.end) - 1} were to be read"
     )
     if spec.fail_on_data_loss:
         raise DataLossError(lost)
     log.warning("%s; skipping them (failOnDataLoss=false)", lost)
     return min(log_start, rng.end)
-
-
-def _record_lists(
-    conn: BlockingConnection, admin: Admin, spec: ReadSpec, rng: OffsetRange, start: int
-) -> Iterator[tuple[int, list[Any]]]:
-    """``(timestamp type, records)`` per Kafka batch, cut to ``[start, rng.end)``."""
-    if start >= rng.end:
-        return
-    try:
-        yield from _cut(conn, rng, start)
-    except KafkaError as e:
-        if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
-            raise
-        # retention moved the log start past our position while we read
-        if spec.fail_on_data_loss:
-            raise DataLossError(f"{rng.topic}-{rng.partition}: {e}") from e
-        yield from _cut(conn, rng, _start(admin, spec, rng))
-
-
-def _cut(conn: BlockingConnection, rng: OffsetRange, start: int) -> Iterator[tuple[int, list[Any]]]:
-    for _, batch, position in fetch_batches(conn, rng.topic, {rng.partition: start}, stop_at_end=True):
-        records = batch.records()
-        lo = bisect_left(records, position, key=_offset) if records and records[0].offset < position else 0
-        hi = bisect_left(records, rng.end, key=_offset) if records and records[-1].offset >= rng.end else len(records)
-        if lo < hi:
-            yield batch.timestamp_type, records[lo:hi] if lo or hi < len(records) else records
-        if batch.next_offset >= rng.end:
-            return
-
-
-def _offset(record: Any) -> int:
-    return int(record.offset)
-
-
-def _check_end(admin: Admin, spec: ReadSpec, rng: OffsetRange, last: int) -> None:
-    """The partition ended before the range did: records the plan counted on are gone (a topic deleted and
-    created again, or a log truncated). Gaps inside the range are normal (compaction, transaction markers)."""
-    end = admin.list_offsets({(rng.topic, rng.partition): "latest"})[(rng.topic, rng.partition)].offset
-    if end < rng.end:
-        _lost(spec, f"Partition {rng.topic}-{rng.partition}'s offset was changed from {rng.end} to {end}, some data "
-              "may have been missed", "goes on")  # fmt: skip

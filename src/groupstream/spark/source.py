@@ -5,7 +5,7 @@ the driver plans explicit offset ranges and each task reads one range (see `exec
 checkpoints its offsets in Spark; after each micro-batch commits, the end offsets are also committed to the
 consumer group named by ``group.id``, so ``groupstream groups describe`` and any lag tool see the job's lag.
 
-The sink produces each row through our idempotent producer with acks=all and waits for every ack before the
+The sink produces the rows through our idempotent producer (Arrow batches, ``produce_arrow``) with acks=all and waits for every ack before the
 task reports success: at-least-once. A task that Spark retries produces its rows again, so a retried task or a
 restarted streaming batch can duplicate records; the broker has no transactions yet, so the sink cannot do
 better than that and says so.
@@ -19,7 +19,9 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -56,7 +58,7 @@ from groupstream.spark.planning import (
     topic_ids_of,
 )
 from groupstream.spark.region_reader import RegionReaderCore
-from groupstream.spark.sink import write_rows
+from groupstream.spark.sink import write_batches
 
 __all__ = ["FORMAT", "GroupstreamDataSource"]
 
@@ -171,10 +173,9 @@ class BatchReader(DataSourceReader):
         task run after the topic was deleted and created again notices (see `executor.read_range`)."""
         cluster = Cluster(self.options)
         try:
-            tps = cluster.partitions(must_exist=True)
+            tps, ids = cluster.partitions_and_ids(must_exist=True)
             start = _resolve(cluster, self.options, tps, "starting")
             end = _resolve(cluster, self.options, tps, "ending")
-            ids = cluster.topic_ids({t for t, _ in tps})
         finally:
             cluster.close()
         ranges = []
@@ -310,22 +311,24 @@ class _Committed(WriterCommitMessage):
         self.records = records
 
 
-class BatchWriter(DataSourceWriter):
+class BatchWriter(DataSourceArrowWriter):
+    """Spark hands each task its rows as Arrow record batches (see `sink`)."""
+
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = parse_sink_options(options)
         self.fields = schema.fieldNames()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _Committed(write_rows(self.options, self.fields, iterator))
+        return _Committed(write_batches(self.options, self.fields, iterator))
 
 
-class StreamWriter(DataSourceStreamWriter):
+class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = parse_sink_options(options)
         self.fields = schema.fieldNames()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _Committed(write_rows(self.options, self.fields, iterator))
+        return _Committed(write_batches(self.options, self.fields, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("batch %d: %d records produced", batchId, sum(getattr(m, "records", 0) for m in messages))
