@@ -20,7 +20,8 @@ timeouts. What is normalised or pinned, and why:
   compute them at once, as we do;
 - deliberate differences, pinned on each side: a duplicate ``group.instance.id`` in a classic group fences
   the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our server ``range`` assignor
-  is sticky, Kafka's is not (``RANGE_STEP``).
+  is sticky, Kafka's is not (``RANGE_STEP``); a group id is of one protocol with us, Kafka 4 mixes them
+  (``MIXED_STEPS``); our DescribeGroups describes consumer groups too (``DESCRIBE_STEPS``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -105,6 +107,7 @@ def unique(prefix: str) -> str:
 def classic_join_leave_commit(s: Script) -> None:
     a, b = ClassicMember(s, "a"), ClassicMember(s, "b")
     s.describe_classic("unknown group described")
+    s.describe_classic("unknown group described at v6", version=6)
     form_classic(s, [a, b], PARTITIONS)
     a.commit("a commits with the previous generation", {0: 5}, generation=a.generation - 1)
     a.commit("a commits with a generation ahead", {0: 5}, generation=a.generation + 1)
@@ -411,3 +414,53 @@ def test_consumer_rebalance_timeout(
     compare(mine, theirs, deliberate=[RANGE_STEP])
     assert step(mine, RANGE_STEP) == {"a": [("<topic>", [2, 3])], "b": [("<topic>", [0, 1])]}, mine
     assert step(theirs, RANGE_STEP) == {"a": [("<topic>", [0, 1])], "b": [("<topic>", [2, 3])]}, theirs
+
+
+# -- both protocols on one group id ------------------------------------------------------------------------------
+
+# Deliberate (README, "Mixing protocols"): a group id is either a classic or a consumer group with us, while
+# Kafka 4.4 lets classic members into a consumer group and upgrades a live classic group when a `consumer`
+# member arrives. Each side is pinned below.
+MIXED_STEPS = ("a classic member joins the consumer group", "a consumer member joins the classic group")
+# Deliberate: our DescribeGroups describes a consumer group too (for tools that speak only DescribeGroups);
+# Kafka 4 reports it as no classic group (KIP-1043: Dead before v6, GROUP_ID_NOT_FOUND from v6).
+DESCRIBE_STEPS = ("the consumer group seen by DescribeGroups", "the consumer group seen by DescribeGroups v6")
+
+
+def mixed_protocols(s: Script) -> None:
+    (a,) = consumer_members(s, "a")
+    a.heartbeat("a joins")
+    s.describe_classic(DESCRIBE_STEPS[0])
+    s.describe_classic(DESCRIBE_STEPS[1], version=6)
+    ClassicMember(s, "c").join(MIXED_STEPS[0])
+    s.describe_consumer("described after the classic member asked")
+    # A classic group of the same run (it shares the transcript and the names), then a `consumer` member.
+    group = f"{s.group}-classic"
+    host, port = coordinator_address(s.host, s.port, group)
+    classic = replace(s, host=host, port=port, group=group)
+    k = ClassicMember(classic, "k")
+    form_classic(classic, [k], PARTITIONS, prefix="classic group")
+    ConsumerMember(classic, "b", s.ids["b"]).heartbeat(MIXED_STEPS[1])
+
+
+def test_mixed_protocols(ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster) -> None:
+    mine, theirs = run_both(mixed_protocols, ours, apache_node, unique("km"))
+    compare(mine, theirs, deliberate=MIXED_STEPS + DESCRIBE_STEPS)
+    classic_join, consumer_join = (step(mine, n) for n in MIXED_STEPS)
+    assert (classic_join["error"], consumer_join["error"]) == (
+        "INCONSISTENT_GROUP_PROTOCOL",
+        "GROUP_ID_NOT_FOUND",
+    )
+    classic_join, consumer_join = (step(theirs, n) for n in MIXED_STEPS)
+    assert (classic_join["error"], consumer_join["error"]) == ("MEMBER_ID_REQUIRED", "NONE"), theirs
+    v5, v6 = (step(mine, n) for n in DESCRIBE_STEPS)
+    for described in (v5, v6):
+        assert (described["error"], described["state"], described["protocol_type"]) == (
+            "NONE",
+            "Stable",
+            "consumer",
+        )
+        assert [m["member"] for m in described["members"]] == ["a"], described
+    v5, v6 = (step(theirs, n) for n in DESCRIBE_STEPS)
+    assert (v5["error"], v5["state"], v5["members"]) == ("NONE", "Dead", []), v5
+    assert (v6["error"], v6["message"]) == ("GROUP_ID_NOT_FOUND", "Group <group> is not a classic group."), v6

@@ -97,9 +97,11 @@ class Wire:
     def close(self) -> None:
         self.sock.close()
 
-    def send(self, api_name: str, **fields: Any) -> None:
+    def send(self, api_name: str, version: int | None = None, **fields: Any) -> None:
+        """``api_name`` at the scripts' version (``VERSIONS``) unless ``version`` says otherwise."""
         api = by_name(api_name)
-        _, wire = self.conn.send_request(api, VERSIONS[api_name], api.Request(**fields))
+        v = VERSIONS[api_name] if version is None else version
+        _, wire = self.conn.send_request(api, v, api.Request(**fields))
         self.sock.sendall(wire)
         self.outstanding += 1
 
@@ -121,8 +123,8 @@ class Wire:
                 raise ConnectionError("the broker closed the connection")
             self.conn.receive_data(data)
 
-    def call(self, api_name: str, **fields: Any) -> Any:
-        self.send(api_name, **fields)
+    def call(self, api_name: str, version: int | None = None, **fields: Any) -> Any:
+        self.send(api_name, version, **fields)
         return self.receive()
 
 
@@ -250,8 +252,10 @@ class Script:
 
     # -- DescribeGroups and ConsumerGroupDescribe ----------------------------------------------------------
 
-    def describe_classic_raw(self) -> Any:
-        return self._admin().call("DescribeGroups", groups=[self.group], include_authorized_operations=False)
+    def describe_classic_raw(self, version: int | None = None) -> Any:
+        return self._admin().call(
+            "DescribeGroups", version, groups=[self.group], include_authorized_operations=False
+        )
 
     def describe_consumer_raw(self) -> Any:
         return self._admin().call("ConsumerGroupDescribe", group_ids=[self.group],
@@ -272,11 +276,13 @@ class Script:
             )
             members.append({"member": self.name(m.member_id), "instance": m.group_instance_id,
                             "client": m.client_id, "subscription": sub, "assignment": assigned})  # fmt: skip
-        return {"error": err(g.error_code), "state": g.group_state, "protocol_type": g.protocol_type,
+        message = None if g.error_message is None else g.error_message.replace(self.group, "<group>")
+        return {"error": err(g.error_code), "message": message, "state": g.group_state,
+                "protocol_type": g.protocol_type,
                 "protocol": g.protocol_data, "members": sorted(members, key=lambda x: str(x["member"]))}  # fmt: skip
 
-    def describe_classic(self, step: str) -> dict[str, Any]:
-        return self.record(step, self.classic_view(self.describe_classic_raw()))
+    def describe_classic(self, step: str, version: int | None = None) -> dict[str, Any]:
+        return self.record(step, self.classic_view(self.describe_classic_raw(version)))
 
     def await_classic(
         self, condition: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30
