@@ -1,9 +1,11 @@
 """What admin tools and classic clients see of ``consumer`` (KIP-848) groups.
 
 - ConsumerGroupDescribe: epochs, assignor, and each member's current and target assignment.
-- DescribeGroups and ListGroups show a consumer group too, as Kafka does (protocol type ``consumer``, group
-  type ``consumer``, each member's subscription and assignment in the classic embedded format), so
-  ``kafka-consumer-groups``-style tools list its members and lag.
+- ListGroups shows a consumer group too, as Kafka does (protocol type and group type ``consumer``), and so
+  does DescribeGroups (each member's subscription and assignment in the classic embedded format), so tools
+  that speak only DescribeGroups list its members and lag. Kafka 4 does not describe a consumer group there
+  (KIP-1043: a Dead group before v6, GROUP_ID_NOT_FOUND "is not a classic group" from v6); tools written for
+  it ask ConsumerGroupDescribe, which we answer alike (the group protocol's differential tests pin this).
 - A classic member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) asking for a consumer group id is refused:
   JoinGroup with INCONSISTENT_GROUP_PROTOCOL, the others with UNKNOWN_MEMBER_ID. We do not convert a group
   with members between the protocols (Kafka's online migration); an *empty* group of either kind becomes the
