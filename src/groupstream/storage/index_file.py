@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+from array import array
 from pathlib import Path
 
 from groupstream.storage.fileio import open_rw, pwrite_all
@@ -27,6 +29,7 @@ class IndexFile:
         self.max_entries = max(max_bytes // self.ENTRY_SIZE, 1)
         self._fd: int | None = None
         self._write_through = False
+        self._reset_entries()
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -40,6 +43,22 @@ class IndexFile:
 
     def _reset_entries(self) -> None:
         raise NotImplementedError
+
+    def _read_whole_entries(self, max_entries: int) -> bytes | str:
+        """Forget the entries and read the file for ``load_file``: its bytes, or why they cannot be taken (the
+        file is missing, ends in a torn entry, or holds more than ``max_entries``)."""
+        self._reset_entries()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return f"{self.path.name} is missing"
+        size = self.ENTRY_SIZE
+        if len(data) % size:
+            return f"{self.path.name} holds {len(data)} bytes, not a whole number of {size}-byte entries"
+        if len(data) // size > max_entries:
+            return f"{self.path.name} holds more entries than segment.index.bytes allows"
+        return data
 
     def start_rebuild(self) -> None:
         """Forget all entries and stop writing to the file until ``sync_file``."""
@@ -90,3 +109,11 @@ class IndexFile:
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+
+
+def swap_big_endian(*arrays: array[int]) -> None:
+    """Index files are big-endian and the arrays native: swap in place on a little-endian machine. A swap is
+    its own inverse, so it serves reading a file and writing one."""
+    if sys.byteorder == "little":
+        for a in arrays:
+            a.byteswap()

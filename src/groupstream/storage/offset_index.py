@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import operator
 import struct
-import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from pathlib import Path
 
-from groupstream.storage.index_file import IndexFile
+from groupstream.storage.index_file import IndexFile, swap_big_endian
 
 _ENTRY = struct.Struct(">ii")
 
 
 class OffsetIndex(IndexFile):
     ENTRY_SIZE = _ENTRY.size
-
-    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
-        super().__init__(path, base_offset, max_bytes)
-        self._rel = array("i")
-        self._pos = array("i")
+    _rel: array[int]
+    _pos: array[int]
 
     def __len__(self) -> int:
         return len(self._rel)
@@ -63,20 +58,12 @@ class OffsetIndex(IndexFile):
         file cannot be trusted (the entries are then left empty). Cheap checks only: whole entries, no more
         than ``segment.index.bytes`` allows, offsets and positions strictly increasing, positions inside the
         log file. The caller checks that the last entry points at a batch header."""
-        self._reset_entries()
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return f"{self.path.name} is missing"
-        if len(data) % _ENTRY.size:
-            return f"{self.path.name} holds {len(data)} bytes, not a whole number of {_ENTRY.size}-byte entries"
-        if len(data) // _ENTRY.size > self.max_entries:
-            return f"{self.path.name} holds more entries than segment.index.bytes allows"
+        data = self._read_whole_entries(self.max_entries)
+        if isinstance(data, str):
+            return data
         both = array("i")
         both.frombytes(data)
-        if sys.byteorder == "little":
-            both.byteswap()
+        swap_big_endian(both)
         rel, pos = both[0::2], both[1::2]
         if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= file_size):
             return f"{self.path.name} has entries outside the segment (log file of {file_size} bytes)"
@@ -93,6 +80,5 @@ class OffsetIndex(IndexFile):
         both = array("i", bytes(_ENTRY.size * len(self._rel)))
         both[0::2] = self._rel
         both[1::2] = self._pos
-        if sys.byteorder == "little":
-            both.byteswap()
+        swap_big_endian(both)
         return both.tobytes()

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import operator
 import struct
-import sys
 from array import array
 from bisect import bisect_right
-from pathlib import Path
 
-from groupstream.storage.index_file import IndexFile
+from groupstream.storage.index_file import IndexFile, swap_big_endian
 
 _ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
@@ -22,11 +20,8 @@ NO_TIMESTAMP = -1
 
 class TimeIndex(IndexFile):
     ENTRY_SIZE = _ENTRY.size
-
-    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
-        super().__init__(path, base_offset, max_bytes)
-        self._ts = array("q")
-        self._rel = array("i")
+    _ts: array[int]
+    _rel: array[int]
 
     def __len__(self) -> int:
         return len(self._ts)
@@ -66,16 +61,9 @@ class TimeIndex(IndexFile):
         """Take the entries from the file (a clean open); returns why the file cannot be trusted (the entries
         are then left empty). Cheap checks only: whole entries, timestamps strictly increasing, offsets not
         decreasing and not below the base; the caller checks them against the log."""
-        self._reset_entries()
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return f"{self.path.name} is missing"
-        if len(data) % _ENTRY.size:
-            return f"{self.path.name} holds {len(data)} bytes, not a whole number of {_ENTRY.size}-byte entries"
-        if len(data) // _ENTRY.size > self.max_entries + 1:  # + the entry sealing adds
-            return f"{self.path.name} holds more entries than segment.index.bytes allows"
+        data = self._read_whole_entries(self.max_entries + 1)  # + the entry sealing adds
+        if isinstance(data, str):
+            return data
         ts, rel = _split(data)
         if rel and rel[0] < 0:
             return f"{self.path.name} has an entry below the segment's base offset"
@@ -90,9 +78,7 @@ class TimeIndex(IndexFile):
 
     def to_bytes(self) -> bytes:
         ts, rel = array("q", self._ts), array("i", self._rel)
-        if sys.byteorder == "little":
-            ts.byteswap()
-            rel.byteswap()
+        swap_big_endian(ts, rel)
         tsb, relb = ts.tobytes(), rel.tobytes()
         out = bytearray(_ENTRY.size * len(ts))
         for k in range(8):  # interleave in C: byte k of every timestamp, then of every offset
@@ -113,7 +99,5 @@ def _split(data: bytes) -> tuple[array[int], array[int]]:
     ts, rel = array("q"), array("i")
     ts.frombytes(tsb)
     rel.frombytes(relb)
-    if sys.byteorder == "little":
-        ts.byteswap()
-        rel.byteswap()
+    swap_big_endian(ts, rel)
     return ts, rel
