@@ -85,6 +85,18 @@ from results import RESULTS, machine, write_section
 # --- the four runs -------------------------------------------------------------------------------------------
 
 
+def steady_memory_replay(
+    label: str, rt: Runtime, n: int, repeat: int, beats: list[float], out: dict[str, float]
+) -> None:
+    """Steps 3 to 5 of either protocol: the steady heartbeats' median and p99, then memory and replay, printed."""
+    out |= {"hb_median": statistics.median(beats), "hb_p99": pct(beats, 0.99)}
+    memory_and_replay(rt, n, repeat, out)
+    print(f"{label}: heartbeat median {out['hb_median'] * 1e6:.0f} us, p99 {out['hb_p99'] * 1e6:.0f} us; "
+          f"{out['mem_live'] / 1e3:.1f} KB/member live, {out['mem_loaded'] / 1e3:.1f} KB loaded; "
+          f"replay {out['replay_full'] * 1e3:.0f} ms ({out['log_records']:.0f} records), compacted "
+          f"{out['replay_compact'] * 1e3:.0f} ms ({out['compact_records']:.0f})", flush=True)  # fmt: skip
+
+
 def run_consumer(assignor: str, topics: dict[str, int], n: int, storm: int, repeat: int) -> dict[str, float]:
     out: dict[str, float] = {}
     names = tuple(topics)
@@ -125,12 +137,7 @@ def run_consumer(assignor: str, topics: dict[str, int], n: int, storm: int, repe
           f"leave to stable {out['leave_total'] * 1e3:.0f} ms", flush=True)  # fmt: skip
 
     beats = [consumer_turn(rt, m) for _ in range(repeat) for m in members]
-    out |= {"hb_median": statistics.median(beats), "hb_p99": pct(beats, 0.99)}
-    memory_and_replay(rt, n, repeat, out)
-    print(f"consumer {assignor}: heartbeat median {out['hb_median'] * 1e6:.0f} us, p99 {out['hb_p99'] * 1e6:.0f} us; "
-          f"{out['mem_live'] / 1e3:.1f} KB/member live, {out['mem_loaded'] / 1e3:.1f} KB loaded; "
-          f"replay {out['replay_full'] * 1e3:.0f} ms ({out['log_records']:.0f} records), compacted "
-          f"{out['replay_compact'] * 1e3:.0f} ms ({out['compact_records']:.0f})", flush=True)  # fmt: skip
+    steady_memory_replay(f"consumer {assignor}", rt, n, repeat, beats, out)
     del rt, members
     gc.collect()
 
@@ -205,12 +212,7 @@ def run_classic(strategy: str, topics: dict[str, int], n: int, storm: int, repea
     beats = list(d.heartbeat_times)
     if not d.converged():
         raise RuntimeError("the classic group left Stable during steady heartbeats")
-    out |= {"hb_median": statistics.median(beats), "hb_p99": pct(beats, 0.99)}
-    memory_and_replay(rt, n, repeat, out)
-    print(f"classic {strategy}: heartbeat median {out['hb_median'] * 1e6:.0f} us, p99 {out['hb_p99'] * 1e6:.0f} us; "
-          f"{out['mem_live'] / 1e3:.1f} KB/member live, {out['mem_loaded'] / 1e3:.1f} KB loaded; "
-          f"replay {out['replay_full'] * 1e3:.0f} ms ({out['log_records']:.0f} records), compacted "
-          f"{out['replay_compact'] * 1e3:.0f} ms ({out['compact_records']:.0f})", flush=True)  # fmt: skip
+    steady_memory_replay(f"classic {strategy}", rt, n, repeat, beats, out)
     del rt, d
     gc.collect()
 
