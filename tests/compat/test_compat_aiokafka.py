@@ -15,13 +15,12 @@ from support.compat import (
     PARTITIONS,
     Acked,
     Consumed,
+    RoundTrip,
     Scenario,
     acked_counts,
-    check_read_equals_acked,
-    expects_true_high_watermark,
+    check_round_trip,
     make_records,
     scenarios,
-    unique_topic,
 )
 from support.waiting import async_wait_until
 
@@ -87,9 +86,8 @@ async def consume(
         await consumer.stop()
 
 
-async def session(bootstrap: str, topic: str, scenario: Scenario) -> tuple[
-    list[tuple[bytes, bytes]], list[Acked], list[Consumed], dict[int, int]
-]:
+async def session(bootstrap: str, topic: str, scenario: Scenario) -> RoundTrip:
+    """`support.compat.produce_then_consume`'s steps, awaited in one event loop."""
     await create_topic(bootstrap, topic, PARTITIONS)
     records = make_records(str(scenario), scenario.records)
     acked = await produce(bootstrap, topic, scenario, records)
@@ -104,8 +102,4 @@ def test_aiokafka_produce_consume(
     if broker.kind == "tansu" and scenario.idempotent:
         # aiokafka only speaks InitProducerId v0, which Tansu 0.6.0 answers with UNKNOWN_SERVER_ERROR.
         request.applymarker(pytest.mark.xfail(raises=UnknownError, strict=True, reason="Tansu 0.6 answers aiokafka's InitProducerId v0 with an error"))
-    topic = unique_topic("aiokafka", scenario)
-    records, acked, consumed, ends = asyncio.run(session(broker.bootstrap, topic, scenario))
-    check_read_equals_acked(
-        records, acked, consumed, PARTITIONS, end_offsets=ends if expects_true_high_watermark(broker.kind) else None
-    )
+    check_round_trip(broker, "aiokafka", scenario, lambda b, t, s: asyncio.run(session(b, t, s)))

@@ -11,17 +11,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.brokers import BrokerProcess
 from support.compat import (
-    PARTITIONS,
     Acked,
     Consumed,
     Scenario,
-    acked_counts,
-    check_read_equals_acked,
-    expects_true_high_watermark,
-    make_records,
+    check_round_trip,
     position,
+    produce_then_consume,
     scenarios,
-    unique_topic,
 )
 from support.waiting import wait_until
 
@@ -110,11 +106,4 @@ def consume(
 
 @pytest.mark.parametrize("scenario", scenarios(), ids=str)
 def test_confluent_produce_consume(broker: BrokerProcess, scenario: Scenario) -> None:
-    topic = unique_topic("confluent", scenario)
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    records = make_records(str(scenario), scenario.records)
-    acked = produce(broker.bootstrap, topic, scenario, records)
-    consumed, ends = consume(broker.bootstrap, topic, PARTITIONS, acked_counts(acked))
-    check_read_equals_acked(
-        records, acked, consumed, PARTITIONS, end_offsets=ends if expects_true_high_watermark(broker.kind) else None
-    )
+    check_round_trip(broker, "confluent", scenario, produce_then_consume(create_topic, produce, consume))

@@ -10,18 +10,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from support.brokers import BrokerProcess
-from support.compat import (
-    PARTITIONS,
-    Acked,
-    Consumed,
-    Scenario,
-    acked_counts,
-    check_read_equals_acked,
-    expects_true_high_watermark,
-    make_records,
-    scenarios,
-    unique_topic,
-)
+from support.compat import Acked, Consumed, Scenario, check_round_trip, produce_then_consume, scenarios
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -87,11 +76,4 @@ def consume(
 
 @pytest.mark.parametrize("scenario", scenarios(), ids=str)
 def test_kafka_python_produce_consume(broker: BrokerProcess, scenario: Scenario) -> None:
-    topic = unique_topic("kafkapython", scenario)
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    records = make_records(str(scenario), scenario.records)
-    acked = produce(broker.bootstrap, topic, scenario, records)
-    consumed, ends = consume(broker.bootstrap, topic, PARTITIONS, acked_counts(acked))
-    check_read_equals_acked(
-        records, acked, consumed, PARTITIONS, end_offsets=ends if expects_true_high_watermark(broker.kind) else None
-    )
+    check_round_trip(broker, "kafkapython", scenario, produce_then_consume(create_topic, produce, consume))

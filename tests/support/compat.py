@@ -1,11 +1,12 @@
-"""Scenarios and the read-equals-acked check shared by the client compatibility tests."""
+"""Scenarios, the produce-then-consume session and the read-equals-acked check shared by the client
+compatibility tests."""
 
 from __future__ import annotations
 
 import itertools
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -240,3 +241,48 @@ def expects_true_high_watermark(kind: str) -> bool:
     """Tansu 0.6.0 answers ListOffsets(latest) with a stale, too low offset (3701 after 5000 records acked
     in one partition), so the high-watermark check is only made against our broker."""
     return kind != "tansu"
+
+
+Records = list[tuple[bytes, bytes]]
+RoundTrip = tuple[Records, list[Acked], list[Consumed], dict[int, int]]
+"""What a client's produce-then-consume session returns: the records sent, acked and read, and the high
+watermarks the client saw before reading."""
+
+
+class _Broker(Protocol):
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+
+def produce_then_consume(
+    create_topic: Callable[[str, str, int], None],
+    produce: Callable[[str, str, Scenario, Records], list[Acked]],
+    consume: Callable[[str, str, int, dict[int, int]], tuple[list[Consumed], dict[int, int]]],
+) -> Callable[[str, str, Scenario], RoundTrip]:
+    """A client's session from its three steps: create the topic (``PARTITIONS`` of them), produce the
+    scenario's records, read back as many per partition as were acked. Each client test differs only in
+    these steps (an asyncio client runs its own session inside one event loop)."""
+
+    def session(bootstrap: str, topic: str, scenario: Scenario) -> RoundTrip:
+        create_topic(bootstrap, topic, PARTITIONS)
+        records = make_records(str(scenario), scenario.records)
+        acked = produce(bootstrap, topic, scenario, records)
+        consumed, ends = consume(bootstrap, topic, PARTITIONS, acked_counts(acked))
+        return records, acked, consumed, ends
+
+    return session
+
+
+def check_round_trip(
+    broker: _Broker, prefix: str, scenario: Scenario, session: Callable[[str, str, Scenario], RoundTrip]
+) -> None:
+    """Run a client's session on a fresh topic and check that it read exactly what was acked, and, where the
+    broker reports true high watermarks, that those are where the reads ended."""
+    topic = unique_topic(prefix, scenario)
+    records, acked, consumed, ends = session(broker.bootstrap, topic, scenario)
+    check_read_equals_acked(
+        records, acked, consumed, PARTITIONS, end_offsets=ends if expects_true_high_watermark(broker.kind) else None
+    )
