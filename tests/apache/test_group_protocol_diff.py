@@ -218,6 +218,44 @@ def test_classic_rebalance_timeout(
     compare(mine, theirs)
 
 
+def classic_never_syncs(s: Script) -> None:
+    """c joins a rebalance but never sends its SyncGroup (it heartbeats all along): once the rebalance
+    timeout has passed since the join phase ended, the coordinator drops it and rebalances without it."""
+    a, b, c = (ClassicMember(s, n, rebalance_timeout_ms=3000) for n in "abc")
+    form_classic(s, [a, b], PARTITIONS)
+    c.join("c joins without a member id")
+    c.send_join()
+    s.await_classic(
+        lambda g: g["state"] == "PreparingRebalance" and len(g["members"]) == 3, "c's JoinGroup taken"
+    )
+    for m in (a, b):
+        m.heartbeat(f"{m.name} heartbeats after c joined")
+        m.send_join()
+    for m in (a, b, c):
+        m.receive_join(f"{m.name} joined generation 3")
+    b.send_sync()
+    a.sync("a syncs the plan", {"a": [0, 3], "b": [1], "c": [2]})
+    b.receive_sync("b synced")
+    s.describe_classic("described while c has not synced")
+
+    def dropped() -> bool:  # a, b and c heartbeat (every 0.5 s) until the coordinator gives up on c's sync
+        codes = {m.name: m.heartbeat_code() for m in (a, b, c)}
+        assert set(codes.values()) <= {"NONE", "REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID"}, codes
+        return codes["c"] != "NONE"
+
+    wait_until(dropped, 30, "c dropped for never syncing", interval_s=0.5)
+    c.heartbeat("c heartbeats once dropped")
+    a.heartbeat("a heartbeats once c was dropped")
+    s.describe_classic("described once c was dropped")
+
+
+def test_classic_member_that_never_syncs(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(classic_never_syncs, ours, apache_node, unique("cn"))
+    compare(mine, theirs)
+
+
 # Our deliberate rule (README, "A duplicate group.instance.id fences the newcomer"): while the member holding
 # an instance id is alive, a second process joining under it is the one fenced. Kafka lets the newcomer in
 # and fences the running member. These steps differ by design; each side is pinned below.
