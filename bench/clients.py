@@ -151,13 +151,13 @@ def consume_confluent(c: Case) -> float:
                 # no more than are left: consume() waits out its timeout for the number asked
                 for m in consumer.consume(num_messages=min(MATCHED_POLL_RECORDS, c.n - got), timeout=5.0):
                     if m.error() is None:
-                        touched += len(m.value())
+                        touched += len(m.value() or b"")
                         got += 1
         else:
             while got < c.n:
-                m = consumer.poll(5.0)
-                if m is not None and m.error() is None:
-                    touched += len(m.value())
+                one = consumer.poll(5.0)
+                if one is not None and one.error() is None:
+                    touched += len(one.value() or b"")
                     got += 1
         elapsed = time.perf_counter() - start
     finally:

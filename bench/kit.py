@@ -101,7 +101,7 @@ def create_topic(conf: Mapping[str, Any] | str, topic: str, partitions: int) -> 
     """Create ``topic`` (replication factor 1) and wait until its metadata lists every partition.
 
     ``conf``: a bootstrap address, or a whole confluent-kafka configuration (a security protocol, say)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient(_conf(conf))
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)

@@ -122,8 +122,9 @@ class BenchMember:
             now = time.monotonic()
             with self._lock:
                 for m in msgs:
-                    if m.error() is None:
-                        self.reads.setdefault(m.partition(), []).append(now)
+                    partition = m.partition()
+                    if m.error() is None and partition is not None:
+                        self.reads.setdefault(partition, []).append(now)
 
     def snapshot(self) -> tuple[set[int], float]:
         with self._lock:
