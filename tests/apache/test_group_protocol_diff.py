@@ -454,6 +454,34 @@ def test_consumer_rebalance_timeout(
     assert step(theirs, RANGE_STEP) == {"a": [("<topic>", [0, 1])], "b": [("<topic>", [2, 3])]}, theirs
 
 
+def consumer_refusals(s: Script) -> None:
+    """Invalid ConsumerGroupHeartbeats (each a join with one thing wrong), then wrong epochs and ids of a
+    member of a live group: the error codes and messages clients log."""
+    a, b = consumer_members(s, "a", "b")
+    a.refused("an empty member id", member_id="")
+    a.refused("an empty instance id", instance_id="")
+    a.refused("an empty rack id", rack_id="")
+    a.refused("no rebalance timeout", rebalance_timeout_ms=-1)
+    a.refused("owned partitions missing when joining", topic_partitions=None)
+    a.refused("neither topic names nor a regex", subscribed_topic_names=None)
+    a.refused("a static leave without an instance id", member_epoch=-2)
+    a.refused("epoch -3", member_epoch=-3)
+    a.refused("an unknown server assignor", server_assignor="sticky")
+    a.refused("a bad regular expression", subscribed_topic_names=None, subscribed_topic_regex="t(")
+    a.refused("epoch 5 for a group that does not exist", member_epoch=5)
+    a.heartbeat("a joins")
+    b.refused("b heartbeats at epoch 1 without having joined", member_epoch=1)
+    a.refused("a heartbeats at an epoch ahead", member_epoch=a.epoch + 1, topic_partitions=None)
+    a.refused("a leaves with another member's instance id", member_epoch=-2, instance_id="someone")
+
+
+def test_consumer_refusals(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_refusals, ours, apache_node, unique("kx"))
+    compare(mine, theirs)
+
+
 # -- both protocols on one group id ------------------------------------------------------------------------------
 
 # Deliberate (README, "Mixing protocols"): a group id is either a classic or a consumer group with us, while

@@ -14,6 +14,7 @@ Built on our sans-IO codec (``ClientConnection``) and one blocking socket per me
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 import uuid
@@ -514,6 +515,27 @@ class ConsumerMember:
                 if not self.hold:
                     self.owned = list(self.assigned)
         return r
+
+    def refused(self, step: str, **fields: Any) -> dict[str, Any]:
+        """A ConsumerGroupHeartbeat of this member's join with ``fields`` changed (to make it invalid), and
+        the error code and message it got (the run's group name and member ids normalised)."""
+        request: dict[str, Any] = dict(
+            group_id=self.s.group, member_id=self.member_id, member_epoch=0, instance_id=self.instance_id,
+            rack_id=None, rebalance_timeout_ms=self.rebalance_timeout_ms, subscribed_topic_names=[self.s.topic],
+            subscribed_topic_regex=None, server_assignor=self.assignor, topic_partitions=[],
+        )  # fmt: skip
+        request.update(fields)
+        r = self.wire.call("ConsumerGroupHeartbeat", **request)
+        message = r.error_message
+        if message is not None:
+            for value, name in [(self.s.group, "<group>"), *self.s.names.items()]:
+                message = message.replace(value, name)
+            # Epochs quoted in a message, as the transcript counts them (``Script.epoch_base``).
+            message = re.sub(r"\((\d+)\)", lambda m: f"({self.s.epoch(int(m[1]))})", message)
+            # Kafka matches regular expressions with RE2/J, we with Python's re: what a pattern's error says
+            # after the common prefix is each engine's own wording.
+            message = re.sub(r"(is not a valid regular expression):.*", r"\1: <the engine's reason>", message)
+        return self.s.record(step, {"error": err(r.error_code), "message": message})
 
     def view(self, r: Any) -> dict[str, Any]:
         assignment = None
