@@ -1,12 +1,14 @@
-"""Rebalance benchmark: how long a classic consumer group takes to settle, and how long consumption of
-partitions that do not move stops while it does; eager (range) against cooperative-sticky, on our broker
-and on Tansu, with confluent-kafka consumers (threads of this process, each with its own librdkafka
-instance), in one run.
+"""Rebalance benchmark: how long a consumer group takes to settle, and how long consumption of partitions that
+do not move stops while it does; classic eager (range) and cooperative-sticky, and with ``--protocols
+classic,consumer`` the KIP-848 consumer protocol (server assignors uniform and range, named
+``consumer:<assignor>``), on our broker, Tansu (classic only) and a single Apache Kafka node, with
+confluent-kafka consumers (threads of this process, each with its own librdkafka instance), in one run.
 
 1. Join to stable, N = 2, 10, 50: N-1 members form a stable group on a topic with 2N partitions; then the
    last member subscribes (t0) and the time until the group is stable again is measured (t1): every
    partition owned by exactly one member (from the members' own rebalance callbacks), the newcomer holding
-   its share, and DescribeGroups saying Stable with N members. t1 is the last assignment change. Starting
+   its share, and DescribeGroups (ConsumerGroupDescribe for the consumer protocol) saying Stable with N
+   members. t1 is the last assignment change. Starting
    from a stable group keeps Kafka's ``group.initial.rebalance.delay.ms`` (an empty group only) out of it.
 2. Pause of unaffected partitions: 4 members consume 12 partitions fed by a producer at a steady rate; a
    5th joins. For each partition whose owner is the same before and after, the pause is the longest gap
@@ -19,11 +21,12 @@ The join-to-stable time of the classic protocol includes the members' discovery 
 already in the group learn of it from their next heartbeat (REBALANCE_IN_PROGRESS), so it is about one
 heartbeat interval for eager and two for cooperative-sticky (two rounds), plus the broker's own waits.
 
-Members use session.timeout.ms=10000, heartbeat.interval.ms=1000. Our broker runs with
-``group.initial.rebalance.delay.ms=0``; Tansu with its defaults (memory storage).
+Classic members use session.timeout.ms=10000, heartbeat.interval.ms=1000. Our broker and Apache Kafka run with
+the same group settings (``SAME_SETTINGS``: no initial rebalance delay; consumer-protocol members heartbeat
+every second with 10 s sessions); Tansu with its defaults (memory storage); Kafka as its start scripts run it.
 
-    .venv/bin/python bench/rebalance.py [--brokers tansu,groupstream] [--members 2,10,50] [--repeat 3]
-        [--write-results]
+    .venv/bin/python bench/rebalance.py [--brokers tansu,groupstream,apache] [--members 2,10,50] [--repeat 3]
+        [--protocols classic,consumer] [--write-results]
 """
 
 from __future__ import annotations
