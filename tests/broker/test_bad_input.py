@@ -5,14 +5,15 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from functools import partial
 
 import pytest
 
-from groupstream.protocol.connection import ClientConnection
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import APIS, by_name
 from groupstream.protocol.records.batch import BatchBuilder
 from support.inprocess import running_broker
+from support.raw_client import RawClient
 
 API_VERSIONS = APIS[18]
 METADATA = by_name("Metadata")
@@ -20,36 +21,8 @@ PRODUCE = by_name("Produce")
 FETCH = by_name("Fetch")
 
 
-class Raw:
-    """A bare socket speaking through our sans-IO client connection, so a test can also send garbage."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.conn = ClientConnection(APIS, client_id="bad-input-test")
-
-    def send(self, api, version, body) -> int:
-        corr, wire = self.conn.send_request(api, version, body)
-        self.sock.sendall(wire)
-        return corr
-
-    def receive(self):
-        while True:
-            got = self.conn.next_response()
-            if got is not None:
-                return got
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the broker")
-            self.conn.receive_data(data)
-
-    def is_closed_by_peer(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
+# A bare socket speaking through our sans-IO client connection, so a test can also send garbage.
+Raw = partial(RawClient, client_id="bad-input-test")
 
 
 def metadata_ok(port: int) -> bool:

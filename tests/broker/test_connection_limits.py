@@ -22,16 +22,17 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from groupstream.protocol.connection import ClientConnection
 from groupstream.protocol.messages import APIS, by_name
 from groupstream.protocol.records.batch import BatchBuilder
 from support.brokers import HOST, BrokerProcess, api_versions_probe
 from support.inprocess import running_broker
+from support.raw_client import RawClient
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours]
@@ -240,37 +241,7 @@ API_VERSIONS = APIS[18]
 FETCH = by_name("Fetch")
 
 
-class Raw:
-    """A blocking client socket speaking through our sans-IO client connection."""
-
-    def __init__(self, port: int, source: str | None = None, sock: socket.socket | None = None) -> None:
-        if sock is None:
-            sock = socket.create_connection((HOST, port), timeout=10, source_address=(source, 0) if source else None)
-        self.sock = sock
-        self.conn = ClientConnection(APIS, client_id="connection-limits-test")
-
-    def send(self, api: object, version: int, body: object) -> int:
-        corr, wire = self.conn.send_request(api, version, body)  # type: ignore[arg-type]
-        self.sock.sendall(wire)
-        return corr
-
-    def receive(self) -> tuple[int, object, int, object]:
-        while True:
-            got = self.conn.next_response()
-            if got is not None:
-                return got
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by the broker")
-            self.conn.receive_data(data)
-
-    def api_versions(self) -> bool:
-        corr = self.send(API_VERSIONS, 3, API_VERSIONS.Request(client_software_name="t", client_software_version="1"))
-        got = self.receive()
-        return got[0] == corr and got[3].error_code == 0  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        self.sock.close()
+Raw = partial(RawClient, client_id="connection-limits-test")
 
 
 def listener_records(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
