@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from groupstream.protocol.messages import by_name
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import KIP848_TEST_SETTINGS, BrokerKind, BrokerProcess
 from support.group_script import (
@@ -253,6 +254,39 @@ def test_classic_member_that_never_syncs(
     ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
 ) -> None:
     mine, theirs = run_both(classic_never_syncs, ours, apache_node, unique("cn"))
+    compare(mine, theirs)
+
+
+def classic_refusals(s: Script) -> None:
+    """Classic requests refused: bad session timeouts, an empty group id, another protocol type or no
+    common protocol, and a known group's requests from an unknown member or with the wrong generation."""
+    J: Any = by_name("JoinGroup").Request
+    x = ClassicMember(s, "x")
+    x.join("a session timeout below the minimum", session_timeout_ms=5999)
+    x.join("a session timeout above the maximum", session_timeout_ms=1_800_001)
+    x.join("an empty group id", group_id="")
+    x.heartbeat("a heartbeat to a group that does not exist")
+    x.commit("a commit with a generation to a group that does not exist", {0: 1}, generation=1, member_id="m")
+    a = ClassicMember(s, "a")
+    form_classic(s, [a], PARTITIONS)
+    y = ClassicMember(s, "y")
+    y.join("another protocol type", protocol_type="connect")
+    y.join("no protocol in common", protocols=[J.JoinGroupRequestProtocol(name="roundrobin", metadata=b"")])
+    y.join("an unknown member id", member_id="nobody")
+    y.heartbeat("a heartbeat from an unknown member id")
+    y.member_id, y.generation = a.member_id, a.generation
+    y.sync("a's member id syncing with another protocol name", protocol_name="roundrobin")
+    y.sync("a's member id syncing with another protocol type", protocol_type="connect")
+    y.sync("a's member id syncing an older generation", generation_id=a.generation - 1)
+    y.member_id = "nobody"
+    y.leave("an unknown member leaves")
+    s.describe_classic("described after the refusals")
+
+
+def test_classic_refusals(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(classic_refusals, ours, apache_node, unique("cx"))
     compare(mine, theirs)
 
 

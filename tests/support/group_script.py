@@ -357,13 +357,18 @@ class ClassicMember:
             self._ids += 1
             self.s.learn(member_id, self.name if self._ids == 1 else f"{self.name}#{self._ids}")
 
-    def send_join(self) -> None:
+    def send_join(self, **overrides: Any) -> None:
+        """JoinGroup as this member sends it; ``overrides`` replace fields (to make it invalid)."""
         J: Any = by_name("JoinGroup").Request
         sub = encode_subscription(ConsumerSubscription((self.s.topic,)), 0)
-        self.wire.send("JoinGroup", group_id=self.s.group, session_timeout_ms=self.session_timeout_ms,
-                       rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-                       group_instance_id=self.instance_id, protocol_type="consumer",
-                       protocols=[J.JoinGroupRequestProtocol(name="range", metadata=sub)])  # fmt: skip
+        fields: dict[str, Any] = dict(
+            group_id=self.s.group, session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+            group_instance_id=self.instance_id, protocol_type="consumer",
+            protocols=[J.JoinGroupRequestProtocol(name="range", metadata=sub)],
+        )  # fmt: skip
+        fields.update(overrides)
+        self.wire.send("JoinGroup", **fields)
 
     def receive_join(self, step: str) -> dict[str, Any]:
         r = self.wire.receive()
@@ -380,12 +385,13 @@ class ClassicMember:
             "protocol": r.protocol_name, "leader": self.s.name(r.leader), "skip_assignment": r.skip_assignment,
             "member": self.s.name(r.member_id), "members": members})  # fmt: skip
 
-    def join(self, step: str) -> dict[str, Any]:
-        self.send_join()
+    def join(self, step: str, **overrides: Any) -> dict[str, Any]:
+        self.send_join(**overrides)
         return self.receive_join(step)
 
-    def send_sync(self, plan: Mapping[str, Sequence[int]] | None = None) -> None:
-        """SyncGroup; the leader passes ``plan``, the partitions of each member by the members' names."""
+    def send_sync(self, plan: Mapping[str, Sequence[int]] | None = None, **overrides: Any) -> None:
+        """SyncGroup; the leader passes ``plan``, the partitions of each member by the members' names;
+        ``overrides`` replace fields (to make it invalid)."""
         S: Any = by_name("SyncGroup").Request
         assignments = []
         if plan is not None:
@@ -393,9 +399,13 @@ class ClassicMember:
             for member_name, partitions in sorted(plan.items()):
                 a = encode_assignment(ConsumerAssignment(tuple((self.s.topic, p) for p in partitions)), 0)
                 assignments.append(S.SyncGroupRequestAssignment(member_id=ids[member_name], assignment=a))
-        self.wire.send("SyncGroup", group_id=self.s.group, generation_id=self.generation, member_id=self.member_id,
-                       group_instance_id=self.instance_id, protocol_type="consumer", protocol_name="range",
-                       assignments=assignments)  # fmt: skip
+        fields: dict[str, Any] = dict(
+            group_id=self.s.group, generation_id=self.generation, member_id=self.member_id,
+            group_instance_id=self.instance_id, protocol_type="consumer", protocol_name="range",
+            assignments=assignments,
+        )  # fmt: skip
+        fields.update(overrides)
+        self.wire.send("SyncGroup", **fields)
 
     def receive_sync(self, step: str) -> dict[str, Any]:
         r = self.wire.receive()
@@ -405,8 +415,10 @@ class ClassicMember:
         return self.s.record(step, {"error": err(r.error_code), "protocol_type": r.protocol_type,
                                     "protocol": r.protocol_name, "partitions": partitions})  # fmt: skip
 
-    def sync(self, step: str, plan: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
-        self.send_sync(plan)
+    def sync(
+        self, step: str, plan: Mapping[str, Sequence[int]] | None = None, **overrides: Any
+    ) -> dict[str, Any]:
+        self.send_sync(plan, **overrides)
         return self.receive_sync(step)
 
     def heartbeat_code(self, generation: int | None = None) -> str:
