@@ -161,6 +161,34 @@ class CaptureProxy:
                 t.start()
                 self._threads.append(t)
 
+    def _pump(
+        self,
+        conn: int,
+        what: str,
+        src: socket.socket,
+        dst: socket.socket,
+        on_frame: Callable[[bytes], None],
+        forward: bool,
+    ) -> None:
+        """Copy one direction of a connection until ``src`` ends, handing each whole frame to ``on_frame``.
+        ``forward``: pass the bytes on as they arrive (else ``on_frame`` sends the frames it rewrote)."""
+        cutter = _FrameCutter()
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                for f in cutter.feed(data):
+                    on_frame(f)
+                if forward:
+                    dst.sendall(data)
+        except ValueError as e:
+            self.errors.append(f"conn {conn} {what}: {e}")
+        except OSError as e:  # a peer went away: normal at client shutdown
+            self.disconnects.append(f"conn {conn} {what}: {e}")
+        finally:
+            _half_close(dst)
+
     def _pump_requests(
         self,
         conn: int,
@@ -169,27 +197,16 @@ class CaptureProxy:
         pending: dict[int, tuple[int, int]],
         pending_lock: threading.Lock,
     ) -> None:
-        cutter = _FrameCutter()
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                for f in cutter.feed(data):
-                    if len(f) < 8:
-                        self.errors.append(f"conn {conn}: request of {len(f)} bytes")
-                        continue
-                    key, version, corr = _HEAD.unpack_from(f, 0)
-                    with pending_lock:
-                        pending[corr] = (key, version)
-                    self._record(conn, "req", key, version, corr, f)
-                dst.sendall(data)
-        except ValueError as e:
-            self.errors.append(f"conn {conn} requests: {e}")
-        except OSError as e:  # a peer went away: normal at client shutdown
-            self.disconnects.append(f"conn {conn} requests: {e}")
-        finally:
-            _half_close(dst)
+        def on_frame(f: bytes) -> None:
+            if len(f) < 8:
+                self.errors.append(f"conn {conn}: request of {len(f)} bytes")
+                return
+            key, version, corr = _HEAD.unpack_from(f, 0)
+            with pending_lock:
+                pending[corr] = (key, version)
+            self._record(conn, "req", key, version, corr, f)
+
+        self._pump(conn, "requests", src, dst, on_frame, forward=True)
 
     def _pump_responses(
         self,
@@ -199,34 +216,22 @@ class CaptureProxy:
         pending: dict[int, tuple[int, int]],
         pending_lock: threading.Lock,
     ) -> None:
-        cutter = _FrameCutter()
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                for f in cutter.feed(data):
-                    if len(f) < 4:
-                        self.errors.append(f"conn {conn}: response of {len(f)} bytes")
-                        continue
-                    (corr,) = _I32.unpack_from(f, 0)
-                    with pending_lock:
-                        key, version = pending.pop(corr, (-1, -1))
-                    rewritten = False
-                    if self._rewrite is not None:
-                        new = self._rewrite(key, version, f)
-                        rewritten = new != f
-                        f = new
-                        dst.sendall(_I32.pack(len(f)) + f)
-                    self._record(conn, "resp", key, version, corr, f, rewritten)
-                if self._rewrite is None:
-                    dst.sendall(data)
-        except ValueError as e:
-            self.errors.append(f"conn {conn} responses: {e}")
-        except OSError as e:
-            self.disconnects.append(f"conn {conn} responses: {e}")
-        finally:
-            _half_close(dst)
+        def on_frame(f: bytes) -> None:
+            if len(f) < 4:
+                self.errors.append(f"conn {conn}: response of {len(f)} bytes")
+                return
+            (corr,) = _I32.unpack_from(f, 0)
+            with pending_lock:
+                key, version = pending.pop(corr, (-1, -1))
+            rewritten = False
+            if self._rewrite is not None:
+                new = self._rewrite(key, version, f)
+                rewritten = new != f
+                f = new
+                dst.sendall(_I32.pack(len(f)) + f)
+            self._record(conn, "resp", key, version, corr, f, rewritten)
+
+        self._pump(conn, "responses", src, dst, on_frame, forward=self._rewrite is None)
 
 
 def _half_close(s: socket.socket) -> None:
