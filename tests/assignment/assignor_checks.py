@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from hypothesis import strategies as st
 
-from groupstream.assignment import ClusterView, GroupSpec, MemberSpec, Subscription, TopicPartition
+from groupstream.assignment import (
+    ClusterView,
+    ConsumerPartitionAssignor,
+    GroupSpec,
+    MemberSpec,
+    ServerPartitionAssignor,
+    Subscription,
+    TopicPartition,
+)
 
 TOPICS = ("t0", "t1", "t2", "t3", "t4")
 
@@ -53,6 +62,12 @@ def tps(text: str) -> tuple[TopicPartition, ...]:
         topic, _, number = item.rpartition("-")
         out.append(TopicPartition(topic, int(number)))
     return tuple(sorted(out))
+
+
+def static_members(topics: tuple[str, ...], numbers: Iterable[int] = (1, 2, 3)) -> list[Subscription]:
+    """``consumerN`` with ``group.instance.id`` ``instanceN``, all subscribed to ``topics``: the static members
+    of Kafka's persistent-assignment tests."""
+    return [Subscription(f"consumer{i}", topics, group_instance_id=f"instance{i}") for i in numbers]
 
 
 def group_spec(
@@ -135,3 +150,42 @@ def minimum_moves(owned: Mapping[str, int], total: int) -> int:
     base, extra = divmod(total, n)
     ordered = sorted(owned.values(), reverse=True)
     return sum(max(0, have - (base + (1 if i < extra else 0))) for i, have in enumerate(ordered))
+
+
+def assert_order_independent(
+    assignor: ConsumerPartitionAssignor,
+    cluster: ClusterView,
+    subs: Sequence[Subscription],
+    rnd: random.Random,
+) -> None:
+    """The leader sees the members in no fixed order, so the same subscriptions shuffled must give the same
+    assignment."""
+    shuffled = list(subs)
+    rnd.shuffle(shuffled)
+    assert assignor.assign(cluster, shuffled) == assignor.assign(cluster, subs)
+
+
+def assert_server_order_independent(
+    assignor: ServerPartitionAssignor,
+    cluster: ClusterView,
+    subs: Sequence[Subscription],
+    target: Mapping[str, Iterable[TopicPartition]],
+    rnd: random.Random,
+) -> None:
+    """`assert_order_independent` for a server-side assignor, from the current ``target``."""
+    shuffled = list(subs)
+    rnd.shuffle(shuffled)
+    assert assignor.assign(group_spec(shuffled, target), cluster) == assignor.assign(
+        group_spec(subs, target), cluster
+    )
+
+
+def assert_server_stable(
+    assignor: ServerPartitionAssignor,
+    cluster: ClusterView,
+    subs: Sequence[Subscription],
+    target: Mapping[str, Iterable[TopicPartition]],
+) -> None:
+    """Nothing changed since the last assignment, so assigning again from it gives it back."""
+    first = assignor.assign(group_spec(subs, target), cluster)
+    assert assignor.assign(group_spec(subs, first), cluster) == first

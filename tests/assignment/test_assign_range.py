@@ -6,7 +6,14 @@ import random
 from collections.abc import Sequence
 
 import pytest
-from assignor_checks import assert_valid, clusters, subscriptions, tps
+from assignor_checks import (
+    assert_order_independent,
+    assert_valid,
+    clusters,
+    static_members,
+    subscriptions,
+    tps,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,7 +60,7 @@ def test_static_members_keep_their_ranges_when_dynamic_member_replaced() -> None
     """RangeAssignorTest.testStaticMemberRangeAssignmentPersistent."""
     cluster = ClusterView({"topic1": 5, "topic2": 4})
     both = ("topic1", "topic2")
-    static = [Subscription(f"consumer{i}", both, group_instance_id=f"instance{i}") for i in (1, 2, 3)]
+    static = static_members(both)
     expected_static = {
         "consumer1": tps("topic1-0, topic1-1, topic2-0"),
         "consumer2": tps("topic1-2, topic2-1"),
@@ -323,6 +330,4 @@ def test_rack_aware_stays_valid_and_per_topic_balanced(
 def test_deterministic_under_reordering(
     cluster: ClusterView, subs: list[Subscription], rnd: random.Random
 ) -> None:
-    shuffled = list(subs)
-    rnd.shuffle(shuffled)
-    assert ASSIGNOR.assign(cluster, shuffled) == ASSIGNOR.assign(cluster, subs)
+    assert_order_independent(ASSIGNOR, cluster, subs, rnd)

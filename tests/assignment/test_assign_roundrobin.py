@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import random
 
-from assignor_checks import assert_valid, assert_within_one, clusters, subscriptions, tps
+from assignor_checks import (
+    assert_order_independent,
+    assert_valid,
+    assert_within_one,
+    clusters,
+    static_members,
+    subscriptions,
+    tps,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -54,7 +62,7 @@ def test_static_members_persist() -> None:
     """RoundRobinAssignorTest.testStaticMemberRoundRobinAssignmentPersistent."""
     cluster = ClusterView({"topic1": 3, "topic2": 3})
     both = ("topic1", "topic2")
-    static = [Subscription(f"consumer{i}", both, group_instance_id=f"instance{i}") for i in (1, 2, 3)]
+    static = static_members(both)
     expected = {
         "consumer1": tps("topic1-0, topic2-1"),
         "consumer2": tps("topic1-1, topic2-2"),
@@ -79,6 +87,4 @@ def test_identical_subscriptions_are_balanced(cluster: ClusterView, subs: list[S
 def test_deterministic_under_reordering(
     cluster: ClusterView, subs: list[Subscription], rnd: random.Random
 ) -> None:
-    shuffled = list(subs)
-    rnd.shuffle(shuffled)
-    assert ASSIGNOR.assign(cluster, shuffled) == ASSIGNOR.assign(cluster, subs)
+    assert_order_independent(ASSIGNOR, cluster, subs, rnd)

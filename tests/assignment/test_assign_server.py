@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from assignor_checks import (
     assert_kip54_balanced,
+    assert_server_order_independent,
+    assert_server_stable,
     assert_valid,
     assert_within_one,
     clusters,
@@ -123,8 +125,7 @@ def test_uniform_stable_when_nothing_changes(
     case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]],
 ) -> None:
     cluster, subs, target = case
-    first = UNIFORM.assign(group_spec(subs, target), cluster)
-    assert UNIFORM.assign(group_spec(subs, first), cluster) == first
+    assert_server_stable(UNIFORM, cluster, subs, target)
 
 
 @given(targets(), st.randoms(use_true_random=False))
@@ -132,11 +133,7 @@ def test_uniform_deterministic_under_reordering(
     case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]], rnd: random.Random
 ) -> None:
     cluster, subs, target = case
-    shuffled = list(subs)
-    rnd.shuffle(shuffled)
-    assert UNIFORM.assign(group_spec(shuffled, target), cluster) == UNIFORM.assign(
-        group_spec(subs, target), cluster
-    )
+    assert_server_order_independent(UNIFORM, cluster, subs, target, rnd)
 
 
 # --- range ---------------------------------------------------------------------------------------------
@@ -229,8 +226,7 @@ def test_range_stable_when_nothing_changes(
     case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]],
 ) -> None:
     cluster, subs, target = case
-    first = RANGE.assign(group_spec(subs, target), cluster)
-    assert RANGE.assign(group_spec(subs, first), cluster) == first
+    assert_server_stable(RANGE, cluster, subs, target)
 
 
 @given(targets(), st.randoms(use_true_random=False))
@@ -238,8 +234,4 @@ def test_range_deterministic_under_reordering(
     case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]], rnd: random.Random
 ) -> None:
     cluster, subs, target = case
-    shuffled = list(subs)
-    rnd.shuffle(shuffled)
-    assert RANGE.assign(group_spec(shuffled, target), cluster) == RANGE.assign(
-        group_spec(subs, target), cluster
-    )
+    assert_server_order_independent(RANGE, cluster, subs, target, rnd)
