@@ -17,6 +17,15 @@ def _rejoin(h: Harness, members: list[str], **kwargs: object) -> dict[str, int]:
     return {m: h.join(m, **kwargs) for m in members}  # type: ignore[arg-type]
 
 
+def _awaiting_sync(h: Harness, client_ids: str) -> tuple[list[str], int]:
+    """A first generation formed but not synced (CompletingRebalance): one new member per client id, all
+    rejoined and the initial delay over; returns the member ids, leader first, and the generation."""
+    members = [h.join_new(client_id=x) for x in client_ids]
+    tokens = _rejoin(h, members)
+    h.advance(2 * h.config.initial_rebalance_delay_ms)
+    return members, h.answer(tokens[members[0]]).generation_id
+
+
 def _finish(h: Harness, tokens: dict[str, int], assign: dict[str, bytes] | None = None) -> int:
     """Complete a join phase whose JoinGroups were all answered: everyone syncs, the leader last."""
     answers = {m: h.answer(t) for m, t in tokens.items()}
@@ -33,10 +42,7 @@ def _finish(h: Harness, tokens: dict[str, int], assign: dict[str, bytes] | None 
 
 def test_followers_wait_for_the_leader_and_each_gets_its_own_assignment() -> None:
     h = Harness()
-    a, b, c = (h.join_new(client_id=x) for x in "abc")
-    tokens = _rejoin(h, [a, b, c])
-    h.advance(2 * h.config.initial_rebalance_delay_ms)
-    generation = h.answer(tokens[a]).generation_id
+    (a, b, c), generation = _awaiting_sync(h, "abc")
     sb, sc = h.sync(b, generation), h.sync(c, generation)
     assert h.parked(sb) and h.parked(sc) and h.state() is S.COMPLETING_REBALANCE
     mark = len(h.log)
@@ -92,10 +98,7 @@ def test_sync_during_preparing_rebalance_says_rebalance_in_progress() -> None:
 
 def test_a_rebalance_before_the_leader_syncs_sends_parked_followers_back_to_join() -> None:
     h = Harness()
-    a, b = h.join_new(client_id="a"), h.join_new(client_id="b")
-    tokens = _rejoin(h, [a, b])
-    h.advance(2 * h.config.initial_rebalance_delay_ms)
-    generation = h.answer(tokens[a]).generation_id
+    (_leader, b), generation = _awaiting_sync(h, "ab")
     parked = h.sync(b, generation)
     newcomer = h.join(version=3, client_id="c")  # a new member during CompletingRebalance
     assert h.answer(parked).error_code == E.REBALANCE_IN_PROGRESS
@@ -104,10 +107,7 @@ def test_a_rebalance_before_the_leader_syncs_sends_parked_followers_back_to_join
 
 def test_a_repeated_sync_replaces_the_parked_one() -> None:
     h = Harness()
-    a, b = h.join_new(client_id="a"), h.join_new(client_id="b")
-    tokens = _rejoin(h, [a, b])
-    h.advance(2 * h.config.initial_rebalance_delay_ms)
-    generation = h.answer(tokens[a]).generation_id
+    (a, b), generation = _awaiting_sync(h, "ab")
     first = h.sync(b, generation)
     second = h.sync(b, generation)
     assert h.answer(first).error_code == E.REBALANCE_IN_PROGRESS
@@ -212,10 +212,7 @@ def test_trigger_the_leader_rejoins() -> None:
 
 def test_rejoin_during_completing_rebalance() -> None:
     h = Harness()
-    a, b = h.join_new(client_id="a"), h.join_new(client_id="b")
-    tokens = _rejoin(h, [a, b])
-    h.advance(2 * h.config.initial_rebalance_delay_ms)
-    generation = h.answer(tokens[a]).generation_id
+    (a, b), generation = _awaiting_sync(h, "ab")
     again = h.answer(h.join(a))  # same metadata: it missed its answer, so it gets it again
     assert again.generation_id == generation and len(again.members) == 2
     changed = h.join(b, topics=("u",))  # new metadata: back to PreparingRebalance
