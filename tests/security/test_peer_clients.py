@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from secure_broker import SecureBrokerProcess
 from tls_pki import Pki
 
-from support.brokers import BrokerKind, BrokerProcess, free_port, groupstream_command
+from support.brokers import free_port, groupstream_command
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
@@ -30,20 +31,6 @@ RECORDS = 100
 MODES = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "mTLS"]
 CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat"]
 USER, PASSWORD = "alice", "alice-secret"
-
-
-class SecureBrokerProcess(BrokerProcess):
-    """Our broker with more listeners than the PLAINTEXT one the harness probes for readiness."""
-
-    def __init__(self, workdir: Path, listeners: list[str], **kwargs: Any) -> None:
-        super().__init__(BrokerKind.GROUPSTREAM, workdir, **kwargs)
-        self.listeners = listeners
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        for listener in self.listeners:
-            cmd += ["--listen", listener]
-        return cmd
 
 
 @dataclass

@@ -129,6 +129,11 @@ class BrokerConfig:
     security_properties: dict[str, str] = field(default_factory=dict)
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
     sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
+    # authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer turns ACLs on), super.users and
+    # allow.everyone.if.no.acl.found
+    authorizer_enabled: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
     serving_listener: ListenerConfig | None = field(default=None, repr=False, compare=False)
     """The listener of the request being handled: the server sets it around each handler call (handlers run one
     at a time on the loop, as with ``Broker.current_client_host``), so that `advertised` answers with the address
@@ -242,6 +247,12 @@ class BrokerConfig:
                 self.failed_auth_delay_ms = _int(name, value, 0)
             elif name == "sasl.server.max.receive.size":
                 self.sasl_max_receive_size = _int(name, value, 1024)
+            elif name == "authorizer.class.name":
+                self.authorizer_enabled = _authorizer(value)
+            elif name == "super.users":
+                self.super_users = _principals(name, value)
+            elif name == "allow.everyone.if.no.acl.found":
+                self.allow_everyone_if_no_acl_found = _bool(name, value)
             elif check_property(name):
                 self.security_properties[name] = value
             elif name in GROUP_PROPERTY_NAMES:
@@ -273,12 +284,40 @@ class BrokerConfig:
                         "listener.name.<name>.<ssl.* or sasl property>",
                         "connection.failed.authentication.delay.ms",
                         "sasl.server.max.receive.size",
+                        "authorizer.class.name",
+                        "super.users",
+                        "allow.everyone.if.no.acl.found",
                         *sorted(LISTENER_PROPERTIES),
                         *GROUP_PROPERTY_NAMES,
                         *_LOG_DEFAULT_NAMES,
                     ]
                 )
                 raise ConfigError(f"unknown broker property {name!r}; known: {', '.join(known)}")
+
+
+# The authorizers Kafka ships, by the class names users put in server.properties: either turns ACLs on here.
+AUTHORIZER_CLASSES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
+
+
+def _authorizer(value: str) -> bool:
+    if not value.strip():
+        return False
+    if value.strip() not in AUTHORIZER_CLASSES:
+        raise ConfigError(f"authorizer.class.name {value!r} is not an authorizer this broker has; use "
+                          f"{AUTHORIZER_CLASSES[0]} (ACLs, as Kafka's StandardAuthorizer) or leave it empty")  # fmt: skip
+    return True
+
+
+def _principals(name: str, value: str) -> frozenset[str]:
+    """Kafka's super.users: principals separated by semicolons, each ``Type:name``."""
+    out = [p.strip() for p in value.split(";") if p.strip()]
+    bad = [p for p in out if ":" not in p]
+    if bad:
+        raise ConfigError(f"{name}: {bad[0]!r} is not a principal (write User:<name>; separate several with ';')")
+    return frozenset(out)
 
 
 def _spec(lc: ListenerConfig) -> ListenerSpec:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
+from groupstream.broker.authorizer import Authorizer
 from groupstream.broker.cleaner import LogCleaner
 from groupstream.broker.config import BrokerConfig, ConfigError, ListenerConfig
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
@@ -28,6 +29,7 @@ from groupstream.broker.security_handlers import SECURITY_HANDLERS
 from groupstream.broker.server import ANONYMOUS, KafkaConnection
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
+from groupstream.security.acl_store import AclFileError
 from groupstream.security.credentials import CredentialFileError, CredentialStore
 from groupstream.security.tls import TlsConfigError, server_context
 from groupstream.storage.catalog import Catalog
@@ -67,6 +69,7 @@ class Broker:
         try:
             self.cluster_id = self._load_cluster_id()
             self.credentials = self._load_credentials()
+            self.authorizer = self._load_authorizer()
             self.producer_ids = ProducerIdAllocator(config.data_dir)
             self.catalog = Catalog(config.data_dir, self.default_log_config, wall_clock_ms())
         except BaseException:
@@ -111,6 +114,14 @@ class Broker:
             raise ConfigError(f"cannot load the SCRAM credentials: {e}") from None
         except OSError as e:
             raise ConfigError(f"cannot read the SCRAM credentials in {self.config.data_dir}: {e.strerror or e}") from None
+
+    def _load_authorizer(self) -> Authorizer:
+        try:
+            return Authorizer(self, self.config.data_dir)
+        except AclFileError as e:
+            raise ConfigError(f"cannot load the ACLs: {e}") from None
+        except OSError as e:
+            raise ConfigError(f"cannot read the ACLs in {self.config.data_dir}: {e.strerror or e}") from None
 
     def auth_executor(self) -> Executor:
         """Threads for PLAIN password checks (PBKDF2 releases the GIL), created on first use."""

@@ -5,8 +5,8 @@
   answers them there with ILLEGAL_SASL_STATE, and so do we.
 - DescribeUserScramCredentials and AlterUserScramCredentials manage the SCRAM credentials online, with Kafka's
   validation and errors: a user's changes in one request are applied all together or not at all, and the answer
-  waits until they are on disk. (Kafka asks for DESCRIBE or ALTER on the cluster; without an authorizer, as
-  here until ACLs arrive, everyone may.)
+  waits until they are on disk. Kafka asks for DESCRIBE or ALTER on the cluster (without an authorizer everyone
+  may).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from groupstream.broker.handlers import Handler
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import CLUSTER_NAME, Operation, ResourceType
 from groupstream.security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -53,6 +54,14 @@ def handle_describe_user_scram_credentials(broker: Broker, request: Request) -> 
     R = request.api.Response
     Result = R.DescribeUserScramCredentialsResult
     Info = Result.CredentialInfo
+    if not broker.authorizer.allowed_on_cluster(Operation.DESCRIBE):
+        # as Kafka's error response: the error at the top and on each user asked for (librdkafka 2.16 crashes
+        # when a user it asked for has no result)
+        message = broker.authorizer.denial(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return R(throttle_time_ms=0, error_code=code, error_message=message, results=[
+            Result(user=u.name, error_code=code, error_message=message, credential_infos=[])
+            for u in request.body.users or ()])  # fmt: skip
     users = broker.credentials.snapshot()
 
     def infos(user: str) -> list[Any]:
@@ -137,6 +146,13 @@ def _validate(
 
 
 def handle_alter_user_scram_credentials(broker: Broker, request: Request) -> Any:
+    if not broker.authorizer.allowed_on_cluster(Operation.ALTER):
+        R = request.api.Response
+        message = broker.authorizer.denial(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+        users = dict.fromkeys(u.name for u in [*request.body.deletions, *request.body.upsertions])
+        return R(throttle_time_ms=0, results=[
+            R.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                              error_message=message) for u in users])  # fmt: skip
     return asyncio.ensure_future(_alter(broker, request, broker.current_principal))
 
 

@@ -1,8 +1,8 @@
 """SCRAM credentials kept in the broker's data dir: one small versioned, CRC-checked file, replaced atomically.
 
 Kafka keeps SCRAM credentials as records of its metadata log; a single broker has no metadata log, so they live
-in ``<data dir>/scram-credentials``: a header line ``groupstream-scram-credentials <version> <crc32c>`` and a
-JSON body (users, then mechanisms, each with the salt, iteration count, stored key and server key in base64).
+in ``<data dir>/scram-credentials``, a `groupstream.security.checked_file` whose JSON body holds users, then
+mechanisms, each with the salt, iteration count, stored key and server key in base64.
 Never a password. The file is replaced with write-to-temporary, fsync, rename and a directory fsync, so a crash
 leaves the old set or the new one. A file that fails its check stops the broker with a message naming it: a
 broker that started without its users would refuse everyone, or worse, come up with fewer of them than
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
-import crc32c
-
+from groupstream.security.checked_file import CheckedFileError, decode_checked, encode_checked
 from groupstream.security.scram import ScramCredential, ScramMechanism
 from groupstream.storage.fileio import atomic_write
 
@@ -36,7 +34,7 @@ Credentials = Mapping[str, Mapping[ScramMechanism, ScramCredential]]
 """User name to mechanism to credential."""
 
 
-class CredentialFileError(Exception):
+class CredentialFileError(CheckedFileError):
     """The credentials file cannot be read: damaged, truncated, or from a newer version."""
 
 
@@ -54,29 +52,17 @@ def encode(credentials: Credentials) -> bytes:
         for user, mechs in sorted(credentials.items())
         if mechs
     }
-    body = json.dumps({"users": users}, sort_keys=True, indent=1).encode("utf-8") + b"\n"
-    header = f"{_MAGIC} {_VERSION} {crc32c.crc32c(body):08x}\n".encode("ascii")
-    return header + body
+    return encode_checked(_MAGIC, _VERSION, {"users": users})
 
 
 def decode(data: bytes, where: str = "the credentials file") -> dict[str, dict[ScramMechanism, ScramCredential]]:
-    header, sep, body = data.partition(b"\n")
-    parts = header.decode("ascii", "replace").split(" ")
-    if not sep or len(parts) != 3 or parts[0] != _MAGIC:
-        raise CredentialFileError(f"{where} is not a groupstream SCRAM credentials file (bad header)")
     try:
-        version = int(parts[1])
-        crc = int(parts[2], 16)
-    except ValueError:
-        raise CredentialFileError(f"{where} has a damaged header") from None
-    if version > _VERSION:
-        raise CredentialFileError(f"{where} is version {version}, written by a newer groupstream (this reads {_VERSION})")
-    if crc32c.crc32c(body) != crc:
-        raise CredentialFileError(f"{where} is damaged (its checksum does not match): restore it from a backup")
+        doc = decode_checked(data, _MAGIC, _VERSION, where, "SCRAM credentials")
+    except CheckedFileError as e:
+        raise CredentialFileError(str(e)) from None
     try:
-        users = json.loads(body)["users"]
         out: dict[str, dict[ScramMechanism, ScramCredential]] = {}
-        for user, mechs in users.items():
+        for user, mechs in doc["users"].items():
             entry: dict[ScramMechanism, ScramCredential] = {}
             for name, c in mechs.items():
                 mech = ScramMechanism.from_name(name)

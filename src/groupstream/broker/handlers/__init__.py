@@ -34,6 +34,7 @@ def handles(api_name: str) -> Callable[[Handler], Handler]:
 def load_all() -> dict[int, Handler]:
     """Import every handler module so that each registers itself."""
     from groupstream.broker.handlers import (  # noqa: F401
+        acls,
         api_versions,
         configs,
         fetch,

@@ -16,6 +16,7 @@ from groupstream.broker.handlers import handles
 from groupstream.broker.topics import describe_topic_error
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import CLUSTER_NAME, Operation, ResourceType
 from groupstream.storage.config import LIST_PROPERTIES
 from groupstream.storage.errors import InvalidConfigError, LogWriteError, UnknownTopicError
 
@@ -44,6 +45,11 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
     C = Res.DescribeConfigsResourceResult
     results = []
     for res in req.resources:
+        refusal = _refusal(broker, Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refusal is not None:
+            results.append(Res(error_code=refusal.code, error_message=refusal.message, resource_type=res.resource_type,
+                               resource_name=res.resource_name, configs=[]))  # fmt: skip
+            continue
         if res.resource_type == TOPIC:
             topic = broker.catalog.get_topic(res.resource_name)
             if topic is None:
@@ -127,6 +133,9 @@ def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
         try:
             if counts[(res.resource_type, res.resource_name)] > 1:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refusal = _refusal(broker, Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if refusal is not None:
+                raise refusal
             _check_operations(res.configs)
             if res.resource_type == TOPIC:
                 _alter_topic(broker, res.resource_name, res.configs, req.validate_only)
@@ -142,6 +151,16 @@ def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type, resource_name=res.resource_name))  # fmt: skip
     return R(throttle_time_ms=0, responses=out)
+
+
+def _refusal(broker: Broker, operation: Operation, resource_type: int, name: str) -> _Refused | None:
+    """What Kafka's authorization table asks of a topic's configs (the topic) or the broker's (the cluster)."""
+    auth = broker.authorizer
+    if resource_type == TOPIC and not auth.allowed(operation, ResourceType.TOPIC, name):
+        return _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, auth.denial(operation, ResourceType.TOPIC, name))
+    if resource_type == BROKER and not auth.allowed_on_cluster(operation):
+        return _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, auth.denial(operation, ResourceType.CLUSTER, CLUSTER_NAME))
+    return None
 
 
 def _check_operations(configs: list[Any]) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import CorruptRangeError, LogOfflineError, OffsetOutOfRange
 from groupstream.storage.log import PartitionLog
 
@@ -46,19 +47,36 @@ def _warn_once(plog: PartitionLog, exc: CorruptRangeError) -> None:
 @handles("Fetch")
 def handle_fetch(broker: Broker, request: Request) -> Any:
     req = request.body
-    body, total, keys, failed = _collect(broker, request)
+    denied = _denied_topics(broker, request)  # now: a later answer is built while others are being served
+    body, total, keys, failed = _collect(broker, request, denied)
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:
         return body
     woken = broker.purgatory.watch(keys, req.min_bytes - total, req.max_wait_ms)
 
     async def answer_later() -> Any:
         await woken
-        return _collect(broker, request)[0]
+        return _collect(broker, request, denied)[0]
 
     return asyncio.ensure_future(answer_later())
 
 
-def _collect(broker: Broker, request: Request) -> tuple[Any, int, list[tuple[str, int]], bool]:
+def _denied_topics(broker: Broker, request: Request) -> frozenset[str]:
+    """The requested topics the principal may not READ."""
+    auth = broker.authorizer
+    if not auth.enabled:
+        return frozenset()
+    by_id = request.version >= 13
+    names = set()
+    for ft in request.body.topics:
+        topic = broker.catalog.topic_by_id(ft.topic_id) if by_id else broker.catalog.get_topic(ft.topic)
+        if topic is not None:
+            names.add(topic.name)
+    return frozenset(n for n in names if not auth.allowed(Operation.READ, ResourceType.TOPIC, n))
+
+
+def _collect(
+    broker: Broker, request: Request, denied: frozenset[str]
+) -> tuple[Any, int, list[tuple[str, int]], bool]:
     """Read every requested partition once: (response, bytes read, partitions watched, any error)."""
     req = request.body
     version = request.version
@@ -78,6 +96,11 @@ def _collect(broker: Broker, request: Request) -> tuple[Any, int, list[tuple[str
         parts = []
         for fp in ft.partitions:
             idx = fp.partition
+            if topic is not None and topic.name in denied:
+                parts.append(PD(partition_index=idx, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, high_watermark=-1,
+                                last_stable_offset=-1, log_start_offset=-1, records=b""))  # fmt: skip
+                failed = True
+                continue
             if topic is None or not 0 <= idx < topic.partitions:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id and topic is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(PD(partition_index=idx, error_code=code, high_watermark=-1, last_stable_offset=-1,

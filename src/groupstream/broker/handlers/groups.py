@@ -11,12 +11,21 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardStatus
+from groupstream.broker.group_errors import (
+    delete_group_errors,
+    describe_group_errors,
+    error_response,
+    offset_fetch_group_errors,
+)
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.primitives import ZERO_UUID
+from groupstream.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -39,6 +48,8 @@ def _to_group_shard(broker: Broker, request: Request, group_id: str) -> Any:
 
 
 def _lookup(broker: Broker, key_type: int, key: str) -> tuple[int, str | None]:
+    if key_type == GROUP_KEY_TYPE and not broker.authorizer.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, broker.authorizer.denial(Operation.DESCRIBE, ResourceType.GROUP, key)
     if key_type == TRANSACTION_KEY_TYPE:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet"
     if key_type != GROUP_KEY_TYPE:
@@ -89,39 +100,96 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
 # -- one group per request ---------------------------------------------------------------------------------
 
 
+def _to_authorized_group_shard(broker: Broker, request: Request, operation: Operation) -> Any:
+    """A request naming one group, answered GROUP_AUTHORIZATION_FAILED as a whole when the principal may not
+    perform ``operation`` on the group (Kafka's table: READ to be a member or commit, DESCRIBE to fetch
+    offsets, DELETE to delete offsets)."""
+    group_id = request.body.group_id
+    if not broker.authorizer.allowed(operation, ResourceType.GROUP, group_id):
+        return error_response(request.api, request.version, request.body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return _to_group_shard(broker, request, group_id)
+
+
 @handles("JoinGroup")
 def handle_join_group(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
 @handles("SyncGroup")
 def handle_sync_group(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
 @handles("Heartbeat")
 def handle_heartbeat(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
 @handles("LeaveGroup")
 def handle_leave_group(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
 @handles("ConsumerGroupHeartbeat")
 def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
 @handles("OffsetCommit")
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _with_topics_authorized(broker, request, Operation.READ, Operation.READ)
 
 
 @handles("OffsetDelete")
 def handle_offset_delete(broker: Broker, request: Request) -> Any:
-    return _to_group_shard(broker, request, request.body.group_id)
+    return _with_topics_authorized(broker, request, Operation.DELETE, Operation.READ)
+
+
+def _with_topics_authorized(broker: Broker, request: Request, group_op: Operation, topic_op: Operation) -> Any:
+    """OffsetCommit and OffsetDelete: the group checked first; then the topics the principal may not
+    ``topic_op`` are taken out of the request and answered TOPIC_AUTHORIZATION_FAILED per partition, beside
+    the coordinator's answer for the rest, as Kafka does."""
+    auth = broker.authorizer
+    body = request.body
+    if not auth.allowed(group_op, ResourceType.GROUP, body.group_id):
+        return error_response(request.api, request.version, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied = [t for t in body.topics if not auth.allowed(topic_op, ResourceType.TOPIC, _topic_name(broker, t))]
+    if not denied:
+        return _to_group_shard(broker, request, body.group_id)
+    refused = _partition_errors(request.api.Response, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    rest = [t for t in body.topics if t not in denied]
+    if not rest:
+        return error_response(request.api, request.version, body._replace(topics=[]), ErrorCode.NONE)._replace(
+            topics=refused
+        )
+    inner = _to_group_shard(broker, replace(request, body=body._replace(topics=rest)), body.group_id)
+
+    async def merged() -> Any:
+        answer = await inner
+        return answer._replace(topics=[*answer.topics, *refused])
+
+    return asyncio.ensure_future(merged())
+
+
+def _topic_name(broker: Broker, topic: Any) -> str:
+    """A request topic's name: OffsetCommit v10+ may name it by id only."""
+    if topic.name:
+        return str(topic.name)
+    found = broker.catalog.topic_by_id(getattr(topic, "topic_id", ZERO_UUID))
+    return found.name if found is not None else ""
+
+
+def _partition_errors(R: Any, topics: list[Any], code: int) -> list[Any]:
+    """OffsetCommit's or OffsetDelete's answer for ``topics`` of the request: ``code`` for each partition."""
+    if hasattr(R, "OffsetCommitResponseTopic"):
+        T = R.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        return [T(name=t.name, topic_id=t.topic_id, partitions=[P(partition_index=p.partition_index, error_code=code)
+                                                                for p in t.partitions]) for t in topics]  # fmt: skip
+    T = R.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    return [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            for t in topics]  # fmt: skip
 
 
 # -- several groups per request ------------------------------------------------------------------------------
@@ -162,7 +230,7 @@ def _scatter(
     client_id, host = _client(broker, request)
     if len(by_partition) <= 1:
         partition = next(iter(by_partition), runtime.partition_for(""))
-        return runtime.submit(partition, request.api, request.version, request.body, client_id, host)
+        return runtime.submit(partition, request.api, request.version, with_items(items), client_id, host)
     futures = [
         runtime.submit(p, request.api, request.version, with_items(subset), client_id, host)
         for p, subset in by_partition.items()
@@ -177,12 +245,44 @@ def _scatter(
     return asyncio.ensure_future(gather())
 
 
+def _scatter_authorized(
+    broker: Broker,
+    request: Request,
+    operation: Operation,
+    items: list[Any],
+    group_of: Callable[[Any], str],
+    refusals: Callable[[list[str]], list[Any]],
+    with_items: Callable[[list[Any]], Any],
+    entries_of: Callable[[Any], list[Any]],
+    entry_group: Callable[[Any], str],
+    merged: Callable[[list[Any]], Any],
+) -> Any:
+    """`_scatter` for the groups the principal may perform ``operation`` on; the others are answered
+    GROUP_AUTHORIZATION_FAILED (``refusals``), in the request's order with the rest."""
+    auth = broker.authorizer
+    allowed = [i for i in items if auth.allowed(operation, ResourceType.GROUP, group_of(i))]
+    if len(allowed) == len(items):
+        return _scatter(broker, request, items, group_of, with_items, entries_of, entry_group, merged)
+    refused = refusals([group_of(i) for i in items if i not in allowed])
+    wanted = [group_of(i) for i in items]
+    if not allowed:
+        return merged(refused)
+    inner = _scatter(broker, request, allowed, group_of, with_items, entries_of, entry_group, merged)
+
+    async def combined() -> Any:
+        answer = await inner
+        return merged(_in_request_order(wanted, [*entries_of(answer), *refused], entry_group))
+
+    return asyncio.ensure_future(combined())
+
+
 @handles("DescribeGroups")
 def handle_describe_groups(broker: Broker, request: Request) -> Any:
     body = request.body
     R = request.api.Response
-    return _scatter(
-        broker, request, list(body.groups), lambda g: g,
+    return _scatter_authorized(
+        broker, request, Operation.DESCRIBE, list(body.groups), lambda g: g,
+        lambda ids: describe_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
         lambda subset: body._replace(groups=subset),
         lambda answer: list(answer.groups), lambda entry: entry.group_id,
         lambda entries: R(throttle_time_ms=0, groups=entries),
@@ -193,8 +293,10 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
 def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
     body = request.body
     R = request.api.Response
-    return _scatter(
-        broker, request, list(body.group_ids), lambda g: g,
+    return _scatter_authorized(
+        broker, request, Operation.DESCRIBE, list(body.group_ids), lambda g: g,
+        lambda ids: error_response(request.api, request.version, body._replace(group_ids=ids),
+                                   ErrorCode.GROUP_AUTHORIZATION_FAILED).groups,
         lambda subset: body._replace(group_ids=subset),
         lambda answer: list(answer.groups), lambda entry: entry.group_id,
         lambda entries: R(throttle_time_ms=0, groups=entries),
@@ -205,8 +307,9 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
 def handle_delete_groups(broker: Broker, request: Request) -> Any:
     body = request.body
     R = request.api.Response
-    return _scatter(
-        broker, request, list(body.groups_names), lambda g: g,
+    return _scatter_authorized(
+        broker, request, Operation.DELETE, list(body.groups_names), lambda g: g,
+        lambda ids: delete_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
         lambda subset: body._replace(groups_names=subset),
         lambda answer: list(answer.results), lambda entry: entry.group_id,
         lambda entries: R(throttle_time_ms=0, results=entries),
@@ -217,10 +320,11 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     body = request.body
     if request.version < 8:
-        return _to_group_shard(broker, request, body.group_id)
+        return _to_authorized_group_shard(broker, request, Operation.DESCRIBE)
     R = request.api.Response
-    return _scatter(
-        broker, request, list(body.groups), lambda g: g.group_id,
+    return _scatter_authorized(
+        broker, request, Operation.DESCRIBE, list(body.groups), lambda g: g.group_id,
+        lambda ids: offset_fetch_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
         lambda subset: body._replace(groups=subset),
         lambda answer: list(answer.groups), lambda entry: entry.group_id,
         lambda entries: R(throttle_time_ms=0, groups=entries),
@@ -233,6 +337,9 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     R = request.api.Response
     client_id, host = _client(broker, request)
     loading = any(runtime.status(p) is ShardStatus.LOADING for p in range(runtime.num_partitions))
+    auth = broker.authorizer
+    may_describe_all = auth.allowed_on_cluster(Operation.DESCRIBE)
+    may = auth.checker()  # for this request's principal: the answer is built after others were served
     futures = [
         runtime.submit(p, request.api, request.version, request.body, client_id, host)
         for p in runtime.active_partitions()
@@ -245,6 +352,8 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
             if answer.error_code and answer.error_code != ErrorCode.NOT_COORDINATOR and not code:
                 code = answer.error_code
         groups = [g for answer in answers if answer.error_code == ErrorCode.NONE for g in answer.groups]
+        if not may_describe_all:  # only the groups the principal may describe, as Kafka does
+            groups = [g for g in groups if may(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
         return R(throttle_time_ms=0, error_code=code, groups=groups)
 
     return asyncio.ensure_future(gather())

@@ -18,6 +18,7 @@ from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -30,6 +31,8 @@ def handle_elect_leaders(broker: Broker, request: Request) -> Any:
     req = request.body
     R = request.api.Response
     election_type = req.election_type if request.version >= 1 else PREFERRED
+    if not broker.authorizer.allowed_on_cluster(Operation.ALTER):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=[])
     if election_type not in (PREFERRED, UNCLEAN):
         return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[])
     wanted = req.topic_partitions or ()

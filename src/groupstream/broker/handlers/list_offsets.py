@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import CorruptRangeError
 
 if TYPE_CHECKING:
@@ -31,9 +32,14 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
     topics_out = []
     for t in req.topics:
         topic = broker.catalog.get_topic(t.name)
+        denied = not broker.authorizer.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
         parts = []
         for p in t.partitions:
             idx = p.partition_index
+            if denied:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                                offset=-1, leader_epoch=-1))  # fmt: skip
+                continue
             if topic is None or not 0 <= idx < topic.partitions:
                 parts.append(PR(partition_index=idx, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 timestamp=-1, offset=-1, leader_epoch=-1))

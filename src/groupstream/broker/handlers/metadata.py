@@ -11,6 +11,7 @@ from groupstream.broker.topics import auto_create_topic, describe_topic_error
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
+from groupstream.security.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -25,9 +26,11 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
     host, port = broker.config.advertised
     catalog = broker.catalog
 
+    auth = broker.authorizer
     topics_out = []
     if req.topics is None or (request.version == 0 and not req.topics):
-        wanted: list[str] = [t.name for t in catalog.topics()]
+        # every topic: those the principal may not describe are left out, as Kafka does
+        wanted: list[str] = auth.visible(Operation.DESCRIBE, ResourceType.TOPIC, (t.name for t in catalog.topics()))
     else:
         wanted = []
         for t in req.topics:
@@ -42,14 +45,22 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                     )
                     continue
                 name = found.name
+            if not auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name,
+                                                          topic_id=getattr(t, "topic_id", ZERO_UUID)))  # fmt: skip
+                continue
             wanted.append(name)
 
+    may_create_any = auth.allowed_on_cluster(Operation.CREATE)
     for name in wanted:
         topic = catalog.get_topic(name)
         if topic is None:
             allow = req.allow_auto_topic_creation if request.version >= 4 else True
             code = describe_topic_error(name)
-            if code == ErrorCode.NONE and allow and broker.config.auto_create_topics:
+            may_create = may_create_any or auth.allowed(Operation.CREATE, ResourceType.TOPIC, name)
+            if code == ErrorCode.NONE and allow and broker.config.auto_create_topics and not may_create:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif code == ErrorCode.NONE and allow and broker.config.auto_create_topics:
                 topic, code = auto_create_topic(broker, name)
             elif code == ErrorCode.NONE:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -105,8 +116,10 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
     cursor = req.cursor
     first_name = cursor.topic_name if cursor is not None else ""
     every_topic = not req.topics
+    auth = broker.authorizer
     if every_topic:
-        names = sorted(t.name for t in catalog.topics() if t.name >= first_name)
+        names = sorted(auth.visible(Operation.DESCRIBE, ResourceType.TOPIC,
+                                    (t.name for t in catalog.topics() if t.name >= first_name)))  # fmt: skip
     else:
         names = sorted({t.name for t in req.topics if t.name >= first_name})
     if (cursor is not None and not every_topic and cursor.topic_name not in names) or (
@@ -123,6 +136,10 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
         if remaining == 0:  # the previous topic filled the answer: the next one starts the next answer
             next_cursor = R.Cursor(topic_name=name, partition_index=0)
             break
+        if not auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            topics_out.append(T(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                                is_internal=False, partitions=[]))  # fmt: skip
+            continue
         topic = catalog.get_topic(name)
         if topic is None:
             if not every_topic:

@@ -18,6 +18,7 @@ from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, iter_batches
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage import producer_state as ps
 from groupstream.storage.errors import LogWriteError, RecordTooLargeError, StorageError
 
@@ -41,8 +42,14 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     for td in req.topic_data:
         topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
         unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        named = topic.name if topic is not None else td.name
+        denied = bool(named) and not broker.authorizer.allowed(Operation.WRITE, ResourceType.TOPIC, named)
         parts = []
         for pd in td.partition_data:
+            if denied:
+                parts.append(PR(index=pd.index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1,
+                                error_message=broker.authorizer.denial(Operation.WRITE, ResourceType.TOPIC, named)))  # fmt: skip
+                continue
             if acks not in (0, 1, -1):
                 parts.append(PR(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1))
                 continue

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from groupstream.broker.handlers import handles
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import LogWriteError
 
 if TYPE_CHECKING:
@@ -27,6 +28,13 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     R = request.api.Response
     if req.transactional_id is not None:
         return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    auth = broker.authorizer
+    # an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+    may_write = auth.allowed_on_cluster(Operation.IDEMPOTENT_WRITE) or auth.allowed_on_some(
+        Operation.WRITE, ResourceType.TOPIC
+    )
+    if not may_write:
+        return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH:

@@ -13,6 +13,7 @@ from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import OffsetOutOfRange
 
 if TYPE_CHECKING:
@@ -29,10 +30,13 @@ def handle_delete_records(broker: Broker, request: Request) -> Any:
     topics = []
     for t in request.body.topics:
         info = broker.catalog.get_topic(t.name)
+        denied = not broker.authorizer.allowed(Operation.DELETE, ResourceType.TOPIC, t.name)
         parts = []
         for p in t.partitions:
             code, low = ErrorCode.NONE, -1
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif is_internal(t.name):
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION

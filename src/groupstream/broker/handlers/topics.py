@@ -9,6 +9,7 @@ from groupstream.broker.offsets_topic import is_internal
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
+from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -44,7 +45,13 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
     R = request.api.Response
     T = R.CreatableTopicResult
     out = []
+    auth = broker.authorizer
+    may_create_any = auth.allowed_on_cluster(Operation.CREATE)
     for t in req.topics:
+        if not (may_create_any or auth.allowed(Operation.CREATE, ResourceType.TOPIC, t.name)):
+            out.append(T(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                         error_message=auth.denial(Operation.CREATE, ResourceType.TOPIC, t.name)))  # fmt: skip
+            continue
         partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
         if t.assignments:
             partitions = len(t.assignments)
@@ -87,8 +94,14 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     out = []
     deleted: list[str] = []
+    auth = broker.authorizer
     for name, topic_id in wanted:
         topic = broker.catalog.get_topic(name) if name is not None else broker.catalog.topic_by_id(topic_id)
+        named = topic.name if topic is not None else name
+        if named is not None and not auth.allowed(Operation.DELETE, ResourceType.TOPIC, named):
+            out.append(D(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                         error_message=auth.denial(Operation.DELETE, ResourceType.TOPIC, named)))  # fmt: skip
+            continue
         if topic is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             out.append(D(name=name, topic_id=topic_id, error_code=code))
@@ -118,6 +131,10 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
     R = request.api.Response
     out = []
     for t in req.topics:
+        if not broker.authorizer.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
+            out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message=broker.authorizer.denial(Operation.ALTER, ResourceType.TOPIC, t.name)))  # fmt: skip
+            continue
         try:
             topic = broker.catalog.get_topic(t.name)
             if topic is None:

@@ -48,6 +48,9 @@ _MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 APIS: dict[int, CompiledApi] = {}
