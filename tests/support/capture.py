@@ -16,7 +16,8 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 _HEAD = struct.Struct(">hhi")
@@ -151,13 +152,13 @@ class CaptureProxy:
                 conn = self._conns
                 self._conns += 1
                 self._sockets += [client, upstream]
-            pending: dict[int, tuple[int, int]] = {}
-            pending_lock = threading.Lock()
-            for target, args in (
-                (self._pump_requests, (conn, client, upstream, pending, pending_lock)),
-                (self._pump_responses, (conn, upstream, client, pending, pending_lock)),
+            link = _Link(conn)
+            on_response = partial(self._on_response, link, client)
+            for args in (
+                (conn, "requests", client, upstream, partial(self._on_request, link), True),
+                (conn, "responses", upstream, client, on_response, self._rewrite is None),
             ):
-                t = threading.Thread(target=target, args=args, name=f"capture-{conn}", daemon=True)
+                t = threading.Thread(target=self._pump, args=args, name=f"capture-{conn}", daemon=True)
                 t.start()
                 self._threads.append(t)
 
@@ -189,49 +190,41 @@ class CaptureProxy:
         finally:
             _half_close(dst)
 
-    def _pump_requests(
-        self,
-        conn: int,
-        src: socket.socket,
-        dst: socket.socket,
-        pending: dict[int, tuple[int, int]],
-        pending_lock: threading.Lock,
-    ) -> None:
-        def on_frame(f: bytes) -> None:
-            if len(f) < 8:
-                self.errors.append(f"conn {conn}: request of {len(f)} bytes")
-                return
-            key, version, corr = _HEAD.unpack_from(f, 0)
-            with pending_lock:
-                pending[corr] = (key, version)
-            self._record(conn, "req", key, version, corr, f)
+    def _on_request(self, link: _Link, f: bytes) -> None:
+        """Record a request and remember its key and version for the response that will carry its correlation id."""
+        if len(f) < 8:
+            self.errors.append(f"conn {link.conn}: request of {len(f)} bytes")
+            return
+        key, version, corr = _HEAD.unpack_from(f, 0)
+        with link.lock:
+            link.pending[corr] = (key, version)
+        self._record(link.conn, "req", key, version, corr, f)
 
-        self._pump(conn, "requests", src, dst, on_frame, forward=True)
+    def _on_response(self, link: _Link, dst: socket.socket, f: bytes) -> None:
+        """Record a response under its request's key and version; with a rewrite, send the rewritten frame on."""
+        if len(f) < 4:
+            self.errors.append(f"conn {link.conn}: response of {len(f)} bytes")
+            return
+        (corr,) = _I32.unpack_from(f, 0)
+        with link.lock:
+            key, version = link.pending.pop(corr, (-1, -1))
+        rewritten = False
+        if self._rewrite is not None:
+            new = self._rewrite(key, version, f)
+            rewritten = new != f
+            f = new
+            dst.sendall(_I32.pack(len(f)) + f)
+        self._record(link.conn, "resp", key, version, corr, f, rewritten)
 
-    def _pump_responses(
-        self,
-        conn: int,
-        src: socket.socket,
-        dst: socket.socket,
-        pending: dict[int, tuple[int, int]],
-        pending_lock: threading.Lock,
-    ) -> None:
-        def on_frame(f: bytes) -> None:
-            if len(f) < 4:
-                self.errors.append(f"conn {conn}: response of {len(f)} bytes")
-                return
-            (corr,) = _I32.unpack_from(f, 0)
-            with pending_lock:
-                key, version = pending.pop(corr, (-1, -1))
-            rewritten = False
-            if self._rewrite is not None:
-                new = self._rewrite(key, version, f)
-                rewritten = new != f
-                f = new
-                dst.sendall(_I32.pack(len(f)) + f)
-            self._record(conn, "resp", key, version, corr, f, rewritten)
 
-        self._pump(conn, "responses", src, dst, on_frame, forward=self._rewrite is None)
+@dataclass
+class _Link:
+    """One proxied connection: its number, and its requests awaiting a response (correlation id -> key and
+    version), shared by the two pump threads."""
+
+    conn: int
+    pending: dict[int, tuple[int, int]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _half_close(s: socket.socket) -> None:
