@@ -232,7 +232,7 @@ def test_drain_into_a_column_builder_matches_the_records(decoder: str) -> None:
         fetched(b, B, 0, 3)
     records: list[ConsumerRecord] = []
     builders: list[ColumnBuilder] = []
-    for take in (4, 7, 100):  # 4 and 7 split batches: their rest comes from decoded records
+    for take in (4, 7, 100):  # drain splits batches there; drain_into stops before them or takes one whole
         records += expected_buf.drain(take)
         builders.append(ColumnBuilder())
         assert buf.drain_into(take, builders[-1]) == len(builders[-1])
@@ -240,6 +240,34 @@ def test_drain_into_a_column_builder_matches_the_records(decoder: str) -> None:
     got = pa.Table.from_batches([c.finish() for c in builders]).combine_chunks()
     assert got.to_batches()[0].equals(records_to_arrow(records))
     assert sum(len(c) for c in builders) == len(records) == 16 + 3
+
+
+def test_drain_into_never_cuts_a_batch_into_records(decoder: str) -> None:
+    from groupstream.client.consumer.arrow import ColumnBuilder
+
+    class Counting(ColumnBuilder):
+        """Counts the records that reach the builder as Python objects."""
+
+        objects = 0
+
+        def add_records(self, records: list[ConsumerRecord]) -> None:
+            Counting.objects += len(records)
+            super().add_records(records)
+
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 0, [batch(0, 5), batch(5, 5), batch(10, 8)])
+    taken = []
+    for limit in (7, 3, 100):  # stops before the batch that does not fit; a first batch too big goes whole
+        builder = Counting()
+        taken.append(buf.drain_into(limit, builder))
+        assert len(builder) == taken[-1]
+    assert taken == [5, 5, 8]
+    if decoder == "c":  # the pure-Python twin hands every batch over as records
+        assert Counting.objects == 0
+    assert buf.position(A) == 18
 
 
 def test_hold_leaves_candidates_for_a_later_fetch() -> None:
