@@ -341,6 +341,7 @@ def main() -> int:
     ap.add_argument("--members", default="2,10,50", help="group sizes N for join-to-stable")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     ap.add_argument("--protocols", default="classic", help="comma-separated: classic, consumer (KIP-848)")
+    ap.add_argument("--section", default="rebalance", help="the RESULTS.md section to write (a run's own)")
     ap.add_argument("--write-results", action="store_true", help=f"update the section in {RESULTS}")
     args = ap.parse_args()
     kinds = broker_names(args.brokers, ap)
@@ -370,9 +371,10 @@ def main() -> int:
             "target assignment from their next heartbeat, as classic members learn of a rebalance; stable is "
             "ConsumerGroupDescribe saying Stable with N members and every partition owned once by the members' "
             "own callbacks.")  # fmt: skip
+        title = "" if args.section == "rebalance" else ": " + " against ".join(kinds) + ", " + " and ".join(protocols)
         write_section(
-            "rebalance",
-            "## Rebalances (`bench/rebalance.py`)\n\n"
+            args.section,
+            f"## Rebalances{title} (`bench/rebalance.py`)\n\n"
             f"{env}. confluent-kafka consumers as threads of one process (each its own librdkafka instance), "
             f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms=1000. Our broker"
             + (" and Apache Kafka" if APACHE in kinds else "")
