@@ -67,8 +67,8 @@ def next_request(sock: socket.socket, server: ServerConnection) -> Request | Uns
 
 
 def old_broker(sock: socket.socket, peer: ScriptedPeer) -> None:
-    """A broker that knows ApiVersions v0 only and Metadata v0-1, answering as Kafka does: an unsupported
-    ApiVersions version gets a v0-format body with UNSUPPORTED_VERSION."""
+    """A broker that knows ApiVersions v0 only and Metadata v0-1, answering ApiVersions as Kafka does: an
+    unsupported ApiVersions version gets a v0-format body with UNSUPPORTED_VERSION."""
     server = ServerConnection(APIS)
     R = API_VERSIONS.Response
     keys = [R.ApiVersion(api_key=18, min_version=0, max_version=0), R.ApiVersion(api_key=3, min_version=0, max_version=1)]
@@ -83,6 +83,8 @@ def old_broker(sock: socket.socket, peer: ScriptedPeer) -> None:
             peer.seen.append((event.api_key, event.api_version))
             continue
         peer.seen.append((event.api.key, event.version))
+        if event.api is not API_VERSIONS:
+            continue  # what a client asks after negotiating is not this peer's subject: it stays unanswered
         code = ERROR_UNSUPPORTED_VERSION if event.version > 0 else 0
         body = R(error_code=code, api_keys=keys)
         sock.sendall(b"".join(ServerConnection.encode_response(API_VERSIONS, 0, event.header.correlation_id, body)))

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import re
 import socket
+from pathlib import Path
 
 import pytest
 from scripted_peers import ScriptedPeer, hang_up, old_broker, silent, wrong_correlation
 
+from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.errors import KafkaConnectionError, UnsupportedVersionError
 from groupstream.client.net.config import NetworkConfig, parse_bootstrap
 from groupstream.client.net.sync_client import SyncClient
 from groupstream.protocol.messages import APIS, by_name
-from support.brokers import BrokerProcess
+from support.brokers import BrokerKind, BrokerProcess
 
 HOST = "127.0.0.1"
 
@@ -132,3 +134,15 @@ def test_request_takes_a_mapping_or_a_message_at_any_common_version(groupstream_
         assert other.request("Metadata", {"topics": []}).cluster_id == newest.cluster_id
     with pytest.raises(KafkaConnectionError, match="closed"):
         channel.request("Metadata", {"topics": []})
+
+
+@pytest.mark.broker_ours
+def test_an_admin_outlives_a_restart_of_its_bootstrap_broker(tmp_path: Path) -> None:
+    """The old blocking connection died with its socket; the core reconnects (after its backoff) and
+    negotiates again, so one Admin serves on across a broker restart."""
+    with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path) as broker, Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("before", 1)])
+        broker.restart(kill=True)
+        assert "before" in admin.list_topics()
+        admin.create_topics([NewTopic("after", 1)])
+        assert {"before", "after"} <= set(admin.list_topics())

@@ -103,7 +103,9 @@ class SyncClient(ClosesOnExit):
         """Connect to ``node_id`` and negotiate versions, or raise `KafkaConnectionError` once an attempt fails
         (after waiting out the reconnect backoff of an earlier failure)."""
         self._check_open(node_id)
-        now = self._clock()
+        # Take in what happened while nobody polled: a connection that looks ready may have been closed by its
+        # broker since the last call (a restart), and would fail the request about to go on it.
+        now = self._client.poll(0, self._clock())
         conn = self._client.connection(node_id)
         failures_before = conn.failures if conn is not None else 0
         deadline = now + self.config.connection_setup_timeout_ms + self.config.request_timeout_ms
