@@ -256,43 +256,34 @@ def _groupstream_producer(c: Case) -> Any:
     return producer
 
 
-def produce_groupstream(c: Case, value: bytes, _table: Any) -> float:
+def _groupstream_timed(c: Case, what: str, send: Callable[[Any], None]) -> float:
+    """Seconds from ``send(producer)`` to the end of the flush after it; every record must be delivered."""
     with _groupstream_producer(c) as producer:
-        produce = producer.produce
-        topic = c.topic
-        keys = KEYS
         start = time.perf_counter()
-        for i in range(c.n):
-            produce(topic, value, keys[i & 1023])
+        send(producer)
         left = producer.flush(300)
         elapsed = time.perf_counter() - start
     if left:
-        raise RuntimeError(f"groupstream: {left} records not delivered")
+        raise RuntimeError(f"{what}: {left} records not delivered")
     return elapsed
+
+
+def produce_groupstream(c: Case, value: bytes, _table: Any) -> float:
+    def send(producer: Any) -> None:
+        produce, topic, keys = producer.produce, c.topic, KEYS
+        for i in range(c.n):
+            produce(topic, value, keys[i & 1023])
+
+    return _groupstream_timed(c, "groupstream", send)
 
 
 def produce_groupstream_batch(c: Case, value: bytes, _table: Any) -> float:
-    with _groupstream_producer(c) as producer:
-        keys = KEYS
-        records = [(keys[i & 1023], value) for i in range(c.n)]  # the caller's records, already in hand
-        start = time.perf_counter()
-        producer.produce_batch(c.topic, records)
-        left = producer.flush(300)
-        elapsed = time.perf_counter() - start
-    if left:
-        raise RuntimeError(f"groupstream produce_batch: {left} records not delivered")
-    return elapsed
+    records = [(KEYS[i & 1023], value) for i in range(c.n)]  # the caller's records, already in hand
+    return _groupstream_timed(c, "groupstream produce_batch", lambda p: p.produce_batch(c.topic, records))
 
 
 def produce_groupstream_arrow(c: Case, _value: bytes, table: Any) -> float:
-    with _groupstream_producer(c) as producer:
-        start = time.perf_counter()
-        producer.produce_arrow(table, topic=c.topic)
-        left = producer.flush(300)
-        elapsed = time.perf_counter() - start
-    if left:
-        raise RuntimeError(f"groupstream produce_arrow: {left} records not delivered")
-    return elapsed
+    return _groupstream_timed(c, "groupstream produce_arrow", lambda p: p.produce_arrow(table, topic=c.topic))
 
 
 def produce_confluent(c: Case, value: bytes, _table: Any) -> float:
