@@ -18,7 +18,8 @@ timeouts. What is normalised or pinned, and why:
   one more than ours; the Apache transcript counts from 0 (``Script.epoch_base``);
 - Kafka 4.4 batches target assignments (KIP-1263, ``APACHE_GROUP_CONFIGS``): the scenario's group is set to
   compute them at once, as we do;
-- deliberate differences, pinned on each side: a duplicate ``group.instance.id`` in a classic group fences
+- deliberate differences, pinned on each side: a new regular expression is resolved within the heartbeat
+  that brings it with us, in the background by Kafka (``REGEX_STEPS``); a duplicate ``group.instance.id`` in a classic group fences
   the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our server ``range`` assignor
   is sticky, Kafka's is not (``RANGE_STEP``); a group id is of one protocol with us, Kafka 4 mixes them
   (``MIXED_STEPS``); our DescribeGroups describes consumer groups too (``DESCRIBE_STEPS``).
@@ -44,6 +45,7 @@ from support.group_script import (
     Step,
     compare,
     coordinator_address,
+    err,
     form_classic,
     new_member_id,
 )
@@ -514,6 +516,52 @@ def test_consumer_refusals(
 ) -> None:
     mine, theirs = run_both(consumer_refusals, ours, apache_node, unique("kx"))
     compare(mine, theirs)
+
+
+# Deliberate: we resolve a new regular expression within the heartbeat that brings it, so the member's first
+# answer carries its partitions. Kafka 4.4 resolves it in the background: the join is answered with nothing,
+# and the resolution bumps the group epoch once more. Each side is pinned below; what follows is equal.
+REGEX_STEPS = ("a joins subscribed by a regular expression", "described once the regex was resolved")
+
+
+def consumer_regex(s: Script) -> None:
+    a = ConsumerMember(s, "a", s.ids["a"])
+    a.regex = f"{s.topic[:-2]}.*"
+    a.heartbeat(REGEX_STEPS[0])
+
+    def resolved() -> bool:  # a heartbeats (its session goes on) until the resolution gave it the partitions
+        r = a.heartbeat_raw()
+        assert r.error_code == 0, f"a's heartbeat while its regex is resolved: {err(r.error_code)}"
+        return bool(a.assigned) and s.consumer_view(s.describe_consumer_raw())["state"] == "Stable"
+
+    wait_until(resolved, 30, "a's regular expression resolved and its partitions given", interval_s=0.2)
+    resolved_at = s.describe_consumer(REGEX_STEPS[1])["group_epoch"]
+    g = s.consumer_view(s.describe_consumer_raw())
+    s.record(
+        "regex, subscription and partitions",
+        [(m["regex"], m["topics"], m["assignment"]) for m in g["members"]],
+    )
+    a.leave("a leaves")
+    g = s.consumer_view(s.describe_consumer_raw())
+    s.record("described empty (epochs counted from the resolution's)",
+             {**g, "group_epoch": g["group_epoch"] - resolved_at, "assignment_epoch": g["assignment_epoch"] - resolved_at})  # fmt: skip
+
+
+def test_consumer_regex_subscription(
+    ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster
+) -> None:
+    mine, theirs = run_both(consumer_regex, ours, apache_node, unique("kg"))
+    compare(mine, theirs, deliberate=REGEX_STEPS)
+    everything = [("<topic>", list(range(PARTITIONS)))]
+    for steps, first_answer, epoch in ((mine, everything, 1), (theirs, [], 2)):
+        joined, resolved = (step(steps, n) for n in REGEX_STEPS)
+        assert (joined["error"], joined["epoch"], joined["assignment"]) == ("NONE", 1, first_answer), steps
+        (member,) = resolved["members"]
+        assert (resolved["group_epoch"], member["epoch"], member["assignment"]) == (
+            epoch,
+            epoch,
+            everything,
+        ), steps
 
 
 # -- both protocols on one group id ------------------------------------------------------------------------------

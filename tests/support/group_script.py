@@ -505,6 +505,7 @@ class ConsumerMember:
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.assignor = assignor
         self.wire = script.wire(f"diff-{name}")
+        self.regex: str | None = None  # subscribed by this regular expression instead of the topic's name
         self.epoch = 0
         self.assigned: list[tuple[str, list[int]]] = []  # (topic id, partitions) as last given
         self.hold = False
@@ -517,7 +518,8 @@ class ConsumerMember:
         r = self.wire.call("ConsumerGroupHeartbeat", group_id=self.s.group, member_id=self.member_id,
                            member_epoch=self.epoch if epoch is None else epoch, instance_id=self.instance_id,
                            rack_id=None, rebalance_timeout_ms=self.rebalance_timeout_ms,
-                           subscribed_topic_names=[self.s.topic], subscribed_topic_regex=None,
+                           subscribed_topic_names=None if self.regex else [self.s.topic],
+                           subscribed_topic_regex=self.regex,
                            server_assignor=self.assignor, topic_partitions=owned)  # fmt: skip
         if r.error_code == ErrorCode.NONE:
             self.epoch = r.member_epoch
