@@ -19,10 +19,11 @@ timeouts. What is normalised or pinned, and why:
 - Kafka 4.4 batches target assignments (KIP-1263, ``APACHE_GROUP_CONFIGS``): the scenario's group is set to
   compute them at once, as we do;
 - deliberate differences, pinned on each side: a new regular expression is resolved within the heartbeat
-  that brings it with us, in the background by Kafka (``REGEX_STEPS``); a duplicate ``group.instance.id`` in a classic group fences
-  the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our server ``range`` assignor
-  is sticky, Kafka's is not (``RANGE_STEP``); a group id is of one protocol with us, Kafka 4 mixes them
-  (``MIXED_STEPS``); our DescribeGroups describes consumer groups too (``DESCRIBE_STEPS``).
+  that brings it with us, in the background by Kafka (``REGEX_STEPS``); a duplicate ``group.instance.id``
+  in a classic group fences the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our
+  server ``range`` assignor is sticky, Kafka's is not (``RANGE_STEP``); a group id is of one protocol with
+  us, Kafka 4 mixes them (``MIXED_STEPS``); our DescribeGroups describes consumer groups too
+  (``DESCRIBE_STEPS``).
 """
 
 from __future__ import annotations
