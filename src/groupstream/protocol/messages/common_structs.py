@@ -1,4 +1,4 @@
-"""Nested structs that Kafka's message specs write out in more than one message, defined once here.
+"""Nested structs and defaults that Kafka's message specs repeat in more than one message, defined once here.
 
 Kafka's specs name these common structs (``LeaderIdAndEpoch``, ``NodeEndpoint``) and give each message its own
 copy whose fields carry that message's version numbers; here one factory builds each copy, so the fields cannot
@@ -7,7 +7,10 @@ drift between messages. This module defines no ``API``: the registry lists messa
 
 from groupstream.protocol.schema import NULL, Array, Field, Struct
 
-__all__ = ["current_leader", "node_endpoints"]
+__all__ = ["NO_AUTHORIZED_OPERATIONS", "current_leader", "node_endpoints"]
+
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+"""Kafka's INT32_MIN in an ``*_authorized_operations`` field: the operations were not requested (or not given)."""
 
 
 def current_leader(since: int, tag: int) -> Field:

@@ -4,9 +4,8 @@ Versions 0-1 (what Kafka 4.x serves; v1 adds the member type). Peers: librdkafka
 and aiokafka do not send it.
 """
 
+from groupstream.protocol.messages.common_structs import NO_AUTHORIZED_OPERATIONS
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
-
-_NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 
 _TOPIC_PARTITIONS = Struct(
     "TopicPartitions",
@@ -62,7 +61,7 @@ API = Api(
                             )
                         ),
                     ),
-                    Field("authorized_operations", "int32", default=_NO_OPERATIONS),
+                    Field("authorized_operations", "int32", default=NO_AUTHORIZED_OPERATIONS),
                 )
             ),
         ),

@@ -3,9 +3,8 @@
 Versions 0-2 (what Kafka 4.x serves; v2 can include fenced brokers). Peers: kafka-python 3.0 sends up to 2.
 """
 
+from groupstream.protocol.messages.common_structs import NO_AUTHORIZED_OPERATIONS
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
-
-_NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 
 API = Api(
     key=60,
@@ -39,6 +38,6 @@ API = Api(
                 )
             ),
         ),
-        Field("cluster_authorized_operations", "int32", default=_NO_OPERATIONS),
+        Field("cluster_authorized_operations", "int32", default=NO_AUTHORIZED_OPERATIONS),
     ),
 )

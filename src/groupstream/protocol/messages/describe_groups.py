@@ -4,9 +4,8 @@ Versions 0-6 (what Kafka 4.x serves; v6 answers GROUP_ID_NOT_FOUND for unknown g
 2.15+ sends up to 5, kafka-python 3.0 up to 6, aiokafka 0.14 up to 3.
 """
 
+from groupstream.protocol.messages.common_structs import NO_AUTHORIZED_OPERATIONS
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
-
-_NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 
 API = Api(
     key=15,
@@ -53,7 +52,7 @@ API = Api(
                             )
                         ),
                     ),
-                    Field("authorized_operations", "int32", versions="3+", default=_NO_OPERATIONS),
+                    Field("authorized_operations", "int32", versions="3+", default=NO_AUTHORIZED_OPERATIONS),
                 )
             ),
         ),

@@ -6,9 +6,8 @@ answer, and ``next_cursor`` names the topic and partition to ask from next. Peer
 where a broker does not serve it.
 """
 
+from groupstream.protocol.messages.common_structs import NO_AUTHORIZED_OPERATIONS
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
-
-_NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not given"
 
 API = Api(
     key=75,
@@ -55,7 +54,7 @@ API = Api(
                             )
                         ),
                     ),
-                    Field("topic_authorized_operations", "int32", default=_NO_OPERATIONS),
+                    Field("topic_authorized_operations", "int32", default=NO_AUTHORIZED_OPERATIONS),
                 )
             ),
         ),

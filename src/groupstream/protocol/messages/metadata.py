@@ -4,9 +4,8 @@ Versions 0-13 (what Kafka 4.x serves; v13 adds a top-level error code). Peers: l
 (10 when it has no topic ids to ask for), kafka-python 3.0 up to 13, aiokafka 0.14 up to 5.
 """
 
+from groupstream.protocol.messages.common_structs import NO_AUTHORIZED_OPERATIONS
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
-
-_NO_OPERATIONS = -(2**31)  # Kafka's "authorized operations not requested"
 
 API = Api(
     key=3,
@@ -71,11 +70,16 @@ API = Api(
                             )
                         ),
                     ),
-                    Field("topic_authorized_operations", "int32", versions="8+", default=_NO_OPERATIONS),
+                    Field(
+                        "topic_authorized_operations",
+                        "int32",
+                        versions="8+",
+                        default=NO_AUTHORIZED_OPERATIONS,
+                    ),
                 )
             ),
         ),
-        Field("cluster_authorized_operations", "int32", versions="8-10", default=_NO_OPERATIONS),
+        Field("cluster_authorized_operations", "int32", versions="8-10", default=NO_AUTHORIZED_OPERATIONS),
         Field("error_code", "int16", versions="13+", ignorable=True),
     ),
 )
