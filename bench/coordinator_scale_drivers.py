@@ -32,7 +32,7 @@ from groupstream.coordinator.classic_group import GroupState
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
 from groupstream.coordinator.request import ShardRequest
-from groupstream.coordinator.result import CancelTimer, CoordinatorResult, ScheduleTimer
+from groupstream.coordinator.result import CoordinatorResult, apply_timer_ops
 from groupstream.coordinator.shard import GroupCoordinatorShard
 from groupstream.coordinator.target_assignment import compute_target, subscribed_topics
 from groupstream.protocol.consumer_group_records import MemberMetadataValue
@@ -151,12 +151,7 @@ class Runtime:
         self.gc_busy += GC.total - gc_before
         self.calls += 1
         self.log.extend(encoded)
-        for op in result.timers:
-            if isinstance(op, ScheduleTimer):
-                self.timers[op.key] = op.deadline_ms
-            else:
-                assert isinstance(op, CancelTimer)
-                self.timers.pop(op.key, None)
+        apply_timer_ops(self.timers, result.timers)
         for token, response in result.responses:
             assert token not in self.answers, f"token {token} answered twice"
             self.answers[token] = response

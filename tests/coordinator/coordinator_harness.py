@@ -18,7 +18,7 @@ from typing import Any
 from groupstream.coordinator.classic_group import ClassicGroup, GroupState
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.request import ShardRequest
-from groupstream.coordinator.result import CancelTimer, CoordinatorRecord, CoordinatorResult, ScheduleTimer
+from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, apply_timer_ops
 from groupstream.coordinator.shard import GroupCoordinatorShard
 from groupstream.protocol.consumer_protocol import (
     ConsumerAssignment,
@@ -107,12 +107,7 @@ class Harness:
             assert decoded == record, "a record does not survive its own encoding"
             self.shard.replay(decoded)
             replayed.append(decoded)
-        for op in result.timers:
-            if isinstance(op, ScheduleTimer):
-                self.timers[op.key] = op.deadline_ms
-            else:
-                assert isinstance(op, CancelTimer)
-                self.timers.pop(op.key, None)
+        apply_timer_ops(self.timers, result.timers)
         for token, response in result.responses:
             assert token in self.sent, f"response to a token never sent: {token}"
             assert token not in self.answers, f"token {token} answered twice"

@@ -11,6 +11,7 @@ called again (see ``groupstream.coordinator.shard``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "RequestToken",
     "ScheduleTimer",
     "TimerOp",
+    "apply_timer_ops",
 ]
 
 RequestToken = int
@@ -43,6 +45,16 @@ class CancelTimer:
 
 
 TimerOp = ScheduleTimer | CancelTimer
+
+
+def apply_timer_ops(deadlines: MutableMapping[str, int], ops: Iterable[TimerOp]) -> None:
+    """What a manual clock (the tests' and the benchmarks' drivers) does with a result's timers: a ScheduleTimer
+    sets or moves its key's deadline, a CancelTimer drops it."""
+    for op in ops:
+        if isinstance(op, ScheduleTimer):
+            deadlines[op.key] = op.deadline_ms
+        else:
+            deadlines.pop(op.key, None)
 
 
 @dataclass(slots=True)
