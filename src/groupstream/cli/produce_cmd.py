@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -32,7 +33,7 @@ from groupstream.cli.common import (
 )
 from groupstream.cli.errors import UserError
 from groupstream.client.errors import KafkaError
-from groupstream.client.producer import Producer
+from groupstream.client.producer import DeliveryHandle, Producer
 from groupstream.protocol.error_codes import ErrorCode
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -66,13 +67,16 @@ class ProduceResult:
     def bytes(self) -> int:
         return sum(p.bytes for p in self.partitions.values())
 
-    def delivered(self, size: int) -> Callable[[BaseException | None, Any], None]:
-        """The delivery callback of one record of ``size`` key and value bytes."""
-
-        def done(error: BaseException | None, metadata: Any) -> None:
-            if error is not None:
-                self.error = self.error or error
-                return
+    def settle(self, pending: deque[tuple[DeliveryHandle, int]], *, wait: bool) -> None:
+        """Account the records of ``pending`` (handle, key and value bytes) that were delivered, oldest first:
+        only those already done, or every one with ``wait``. The first failure is kept in ``error``."""
+        while pending and (wait or pending[0][0].done()):
+            handle, size = pending.popleft()
+            try:
+                metadata = handle.result()
+            except Exception as e:  # the record's own delivery error, raised once everything is settled
+                self.error = self.error or e
+                continue
             stats = self.partitions.setdefault(metadata.partition, PartitionProduced(metadata.partition))
             stats.records += 1
             stats.bytes += size
@@ -80,8 +84,6 @@ class ProduceResult:
                 if stats.first_offset < 0 or metadata.offset < stats.first_offset:
                     stats.first_offset = metadata.offset
                 stats.last_offset = max(stats.last_offset, metadata.offset)
-
-        return done
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -175,21 +177,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_PROGRESS_EVERY = 1000  # records between delivery callbacks served (and the progress bar redrawn)
+_PROGRESS_EVERY = 1000  # records between looks at what was delivered (and redraws of the progress bar)
 
 
 def _send(producer: Producer, args: argparse.Namespace, records: Iterator[Record], result: ProduceResult,
           progressed: Callable[[], None]) -> None:  # fmt: skip
-    """Produce every record, serving delivery callbacks as they come, then wait for the rest."""
+    """Produce every record, accounting deliveries as they complete (so a long stream holds only the records
+    in flight), then wait for the rest. Handles, not callbacks: a record without a callback takes the
+    producer's fast path."""
+    pending: deque[tuple[DeliveryHandle, int]] = deque()
     for i, (key, value) in enumerate(records, 1):
-        size = len(value) + (len(key) if key is not None else 0)
-        producer.produce(args.topic, value, key, partition=args.partition, on_delivery=result.delivered(size))
+        handle = producer.produce(args.topic, value, key, partition=args.partition)
+        pending.append((handle, len(value) + (len(key) if key is not None else 0)))
         if i % _PROGRESS_EVERY == 0:
-            producer.poll(0)
+            result.settle(pending, wait=False)
             progressed()
             if result.error is not None:
-                return
+                break
     producer.flush()
+    result.settle(pending, wait=True)
     progressed()
 
 
