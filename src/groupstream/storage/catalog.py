@@ -279,27 +279,31 @@ class Catalog:
         new = TopicInfo(info.name, info.topic_id, info.partitions, dict(configs))
         if validate_only:
             return new
-        self._topics[name] = new
-        try:
-            self._save()
-        except OSError as exc:
-            self._topics[name] = info
-            raise LogWriteError(f"cannot change the configs of {name!r}: {exc.strerror or exc}") from exc
+        self._save_topic(name, new, f"change the configs of {name!r}")
         for p in range(info.partitions):
             log = self._logs.get((name, p))
             if log is not None:
                 log.config = config  # read afresh by each append, roll, retention pass and compaction
         return new
 
-    def delete_topic(self, name: str) -> TopicInfo:
-        self._check_open()
-        info = self.topic(name)
-        del self._topics[name]
+    def _save_topic(self, name: str, new: TopicInfo | None, what: str) -> None:
+        """Replace topic ``name`` with ``new`` (None: remove it) and save the catalog; if the save fails, the
+        catalog keeps the topic as it was and LogWriteError says what could not be done."""
+        old = self._topics[name]
+        if new is None:
+            del self._topics[name]
+        else:
+            self._topics[name] = new
         try:
             self._save()
         except OSError as exc:
-            self._topics[name] = info
-            raise LogWriteError(f"cannot delete topic {name!r}: {exc.strerror or exc}") from exc
+            self._topics[name] = old
+            raise LogWriteError(f"cannot {what}: {exc.strerror or exc}") from exc
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        self._check_open()
+        info = self.topic(name)
+        self._save_topic(name, None, f"delete topic {name!r}")
         for p in range(info.partitions):
             log = self._logs.pop((name, p), None)
             if log is not None:
