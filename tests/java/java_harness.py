@@ -50,6 +50,7 @@ LOG4J2_PROPERTIES = log4j2_console("WARN", stderr=True)
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
@@ -260,3 +261,16 @@ class MixedMembers(Members):
         m = kind(name, config, self.log_dir).start()
         self.all.append(m)
         return m
+
+
+Step = tuple[str, Any]
+"""One step of a scenario run against two brokers: its name and what it gave (normalised)."""
+
+
+def compare(ours: list[Step], theirs: list[Step]) -> None:
+    """Equal step by step; the message lists every step that differs from Apache Kafka."""
+    assert [n for n, _ in ours] == [n for n, _ in theirs]
+    diffs = [
+        f"{n}:\n  ours:   {a}\n  Apache: {b}" for (n, a), (_, b) in zip(ours, theirs, strict=True) if a != b
+    ]
+    assert not diffs, f"{len(diffs)} of {len(ours)} steps differ from Apache Kafka:\n" + "\n".join(diffs)

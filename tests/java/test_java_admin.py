@@ -18,14 +18,13 @@ from typing import Any
 
 import pytest
 from group_harness import unique, wait_for
-from java_harness import Harness, MixedMembers
+from java_harness import Harness, MixedMembers, Step, compare
 
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import BrokerProcess
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours, pytest.mark.broker_apache]
 
-Step = tuple[str, Any]
 
 
 class Normaliser:
@@ -175,15 +174,6 @@ def incremental_alter_configs_scenario(h: Harness, bs: str) -> list[Step]:
 
 
 Apache = ApacheKafkaCluster | ExternalKafkaCluster
-
-
-def compare(ours: list[Step], theirs: list[Step]) -> None:
-    """Equal step by step; the message lists every step that differs."""
-    assert [n for n, _ in ours] == [n for n, _ in theirs]
-    diffs = [
-        f"{n}:\n  ours:   {a}\n  Apache: {b}" for (n, a), (_, b) in zip(ours, theirs, strict=True) if a != b
-    ]
-    assert not diffs, f"{len(diffs)} of {len(ours)} steps differ from Apache Kafka:\n" + "\n".join(diffs)
 
 
 def run_both(run: Callable[[str], list[Step]], ours_bs: str, apache_bs: str) -> tuple[list[Step], list[Step]]:

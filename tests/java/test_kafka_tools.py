@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from group_harness import unique, wait_for
-from java_harness import Harness, MixedMembers, ToolRun, run_tool
+from java_harness import Harness, MixedMembers, Step, ToolRun, compare, run_tool
 
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import BrokerProcess
@@ -32,7 +32,6 @@ from support.brokers import BrokerProcess
 pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours, pytest.mark.broker_apache]
 
 Apache = ApacheKafkaCluster | ExternalKafkaCluster
-Step = tuple[str, Any]
 RECORDS = 30
 
 
@@ -188,14 +187,6 @@ def tools_scenario(h: Harness, bs: str, members: MixedMembers) -> list[Step]:
     run("add partitions", "kafka-topics", "--alter", "--topic", t, "--partitions", "4")
     run("describe after alter", "kafka-topics", "--describe", "--topic", t)
     return steps
-
-
-def compare(ours: list[Step], theirs: list[Step]) -> None:
-    assert [n for n, _ in ours] == [n for n, _ in theirs]
-    diffs = [
-        f"{n}:\n  ours:   {a}\n  Apache: {b}" for (n, a), (_, b) in zip(ours, theirs, strict=True) if a != b
-    ]
-    assert not diffs, f"{len(diffs)} of {len(ours)} tool runs differ from Apache Kafka:\n" + "\n".join(diffs)
 
 
 def test_kafka_tools_print_what_they_print_against_apache_kafka(
