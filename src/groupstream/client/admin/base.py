@@ -8,14 +8,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from groupstream.client.closing import ClosesOnExit
-from groupstream.client.config import AdminConfig
+from groupstream.client.net.config import NETWORK_PROPERTIES, NetworkConfig, PropertyReader
 from groupstream.client.net.sync_client import NodeChannel, SyncClient
 
 
 class AdminBase(ClosesOnExit):
+    """Takes the network core's properties under Kafka's names (``bootstrap.servers``, ``client.id``,
+    ``request.timeout.ms``, ``socket.connection.setup.timeout.ms``, the backoffs, ...), as keyword aliases too."""
+
     def __init__(self, config: Mapping[str, Any] | None = None, **aliases: Any) -> None:
-        self.config = AdminConfig.from_mapping(config, aliases)
-        self._client = SyncClient(self.config.network())
+        reader = PropertyReader({**(config or {}), **aliases}, NETWORK_PROPERTIES, what="admin property")
+        self.config = NetworkConfig.read(reader, "groupstream-admin")
+        self._client = SyncClient(self.config)
         try:
             self._conn = self._client.bootstrap()
         except BaseException:

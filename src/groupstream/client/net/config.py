@@ -2,8 +2,8 @@
 
 `PropertyReader` refuses names it was not told about and converts each value once, with an error that names
 the property, so a typo fails at construction rather than silently falling back to a default. `NetworkConfig`
-holds the settings the background network layer needs (connections, timeouts, backoff, metadata age); the
-producer and the consumer each read their own settings on top with the same reader.
+holds the settings the network core needs (connections, timeouts, backoff, metadata age): all the Admin reads,
+while the producer and the consumer each read their own settings on top with the same reader.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class PropertyReader:
     """Typed access to a property dict under Kafka's dotted names (``bootstrap_servers`` is accepted as an
     alias of ``bootstrap.servers``). ``check_unknown`` raises for any name no getter was prepared for."""
 
-    def __init__(self, props: Mapping[str, Any] | None, known: Iterable[str]) -> None:
+    def __init__(self, props: Mapping[str, Any] | None, known: Iterable[str], *, what: str = "property") -> None:
         self._known = frozenset(known)
         self._props: dict[str, Any] = {}
         for name, value in (props or {}).items():
@@ -30,7 +30,7 @@ class PropertyReader:
                 raise ClientConfigError(f"property names must be strings, got {name!r}")
             dotted = name.replace("_", ".")
             if dotted not in self._known:
-                raise ClientConfigError(f"unknown property {name!r}; known: {', '.join(sorted(self._known))}")
+                raise ClientConfigError(f"unknown {what} {name!r}; known: {', '.join(sorted(self._known))}")
             self._props[dotted] = value
 
     def has(self, name: str) -> bool:
