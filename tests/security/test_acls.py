@@ -318,3 +318,60 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(tmp_path: Path)
         admin = AdminClient({"bootstrap.servers": plain.bootstrap})
         binding = AclBinding(T, "t", LIT, "User:alice", "*", AclOperation.READ, ALLOW)
         assert refused(lambda: admin.create_acls([binding])[binding].result(30)) == KafkaError.SECURITY_DISABLED
+
+
+def test_offsets_lookups_and_consumer_protocol_groups_need_their_acls(acl_broker: AclBroker) -> None:
+    b = acl_broker
+    topic, group = unique("lookups"), unique("kip848")
+    b.admin("admin").create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    p = Producer(b.conf("admin"))
+    p.produce(topic, b"x")
+    assert p.flush(30) == 0
+    GAF, TAF = KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # ListOffsets: DESCRIBE on the topic (asked on the wire: librdkafka asks Metadata first, which hides the
+    # topic, and reports an unknown partition)
+    def list_offsets_error() -> int:
+        api = by_name("ListOffsets").Request
+        T_ = api.ListOffsetsTopic
+        with WireClient(b.port) as wire:
+            assert wire.scram("alice", PASSWORDS["alice"]).error_code == 0
+            answer = wire.request("ListOffsets", 9, replica_id=-1, isolation_level=0, topics=[
+                T_(name=topic, partitions=[T_.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                   timestamp=-1)])])  # fmt: skip
+        return int(answer.topics[0].partitions[0].error_code)
+
+    assert list_offsets_error() == TAF
+    grant(b, allow(T, topic, AclOperation.DESCRIBE))
+    assert list_offsets_error() == 0
+    c = Consumer({**b.conf("alice"), "group.id": group})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
+    finally:
+        c.close()
+
+    # OffsetFetch: DESCRIBE on the group
+    alice = b.admin("alice")
+    assert refused(lambda: alice.list_consumer_group_offsets([_group_request(group)])[group].result(30)) == GAF
+
+    # ConsumerGroupHeartbeat (KIP-848 groups): READ on the group
+    def consumer_protocol_error() -> int | None:
+        member = Consumer({**b.conf("alice"), "group.id": group, "group.protocol": "consumer",
+                           "auto.offset.reset": "earliest"})  # fmt: skip
+        member.subscribe([topic])
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                m = member.poll(0.5)
+                if m is not None and m.error() is not None and m.error().code() in (GAF, TAF):
+                    return int(m.error().code())
+                if m is not None and m.error() is None:
+                    return None
+            raise AssertionError("neither a record nor an authorization error within 30 s")
+        finally:
+            member.close()
+
+    assert consumer_protocol_error() == GAF
+    grant(b, allow(G, group, AclOperation.READ), allow(T, topic, AclOperation.READ))
+    assert consumer_protocol_error() is None
+    assert alice.list_consumer_group_offsets([_group_request(group)])[group].result(30).group_id == group
