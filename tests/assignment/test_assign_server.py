@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
+import pytest
 from assignor_checks import (
     assert_kip54_balanced,
     assert_server_order_independent,
@@ -26,6 +27,7 @@ from groupstream.assignment import (
     ClusterView,
     GroupSpec,
     MemberSpec,
+    ServerPartitionAssignor,
     ServerRangeAssignor,
     Subscription,
     TopicPartition,
@@ -120,20 +122,6 @@ def test_uniform_homogeneous_moves_the_minimum(
     assert moved(owned, result) == minimum_moves({m: len(p) for m, p in owned.items()}, len(valid))
 
 
-@given(targets())
-def test_uniform_stable_when_nothing_changes(
-    case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]],
-) -> None:
-    cluster, subs, target = case
-    assert_server_stable(UNIFORM, cluster, subs, target)
-
-
-@given(targets(), st.randoms(use_true_random=False))
-def test_uniform_deterministic_under_reordering(
-    case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]], rnd: random.Random
-) -> None:
-    cluster, subs, target = case
-    assert_server_order_independent(UNIFORM, cluster, subs, target, rnd)
 
 
 # --- range ---------------------------------------------------------------------------------------------
@@ -221,17 +209,27 @@ def test_range_co_partitioned_and_contiguous_with_any_target(
                     }
 
 
+# --- both ----------------------------------------------------------------------------------------------
+
+BOTH = pytest.mark.parametrize("assignor", [UNIFORM, RANGE], ids=["uniform", "range"])
+
+
+@BOTH
 @given(targets())
-def test_range_stable_when_nothing_changes(
+def test_stable_when_nothing_changes(
+    assignor: ServerPartitionAssignor,
     case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]],
 ) -> None:
     cluster, subs, target = case
-    assert_server_stable(RANGE, cluster, subs, target)
+    assert_server_stable(assignor, cluster, subs, target)
 
 
+@BOTH
 @given(targets(), st.randoms(use_true_random=False))
-def test_range_deterministic_under_reordering(
-    case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]], rnd: random.Random
+def test_deterministic_under_reordering(
+    assignor: ServerPartitionAssignor,
+    case: tuple[ClusterView, list[Subscription], dict[str, list[TopicPartition]]],
+    rnd: random.Random,
 ) -> None:
     cluster, subs, target = case
-    assert_server_order_independent(RANGE, cluster, subs, target, rnd)
+    assert_server_order_independent(assignor, cluster, subs, target, rnd)
