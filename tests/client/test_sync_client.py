@@ -110,7 +110,7 @@ def test_parse_bootstrap_rejects_bad_addresses(text: str) -> None:
 def test_negotiates_the_highest_common_version_of_every_api(groupstream_broker: BrokerProcess) -> None:
     with _client(groupstream_broker.port) as client:
         channel = client.bootstrap()
-        conn = client._client.connection(channel.node_id)
+        conn = client.connection(channel.node_id)
         assert conn is not None and conn.api_versions and set(conn.api_versions) <= set(APIS)
         for key, (low, high) in conn.api_versions.items():
             api = APIS[key]

@@ -24,6 +24,7 @@ from groupstream.client.net.config import NetworkConfig
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_client import NetworkClient
 from groupstream.client.net.network_thread import monotonic_ms
+from groupstream.client.net.node_connection import NodeConnection
 from groupstream.client.net.requests import ClientResponse, UnsentRequest
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.error_codes import ErrorCode
@@ -68,10 +69,6 @@ class SyncClient(ClosesOnExit):
             "no bootstrap server reachable (" + "; ".join(str(f) for f in failures) + ")",
         )
 
-    def node(self, node_id: int) -> NodeChannel:
-        """A channel to a broker the metadata names (or a bootstrap server, by its negative id)."""
-        return NodeChannel(self, node_id)
-
     def node_at(self, host: str, port: int) -> NodeChannel:
         """A channel to whatever broker listens at ``host:port``: the bootstrap server or broker already known
         there, else a node of its own (a coordinator the metadata does not name under that address)."""
@@ -92,6 +89,10 @@ class SyncClient(ClosesOnExit):
         if address is None:
             raise KafkaError(ErrorCode.NETWORK_EXCEPTION, f"node {node_id} is not in the cluster metadata")
         return address
+
+    def connection(self, node_id: int) -> NodeConnection | None:
+        """The core's connection state of ``node_id`` (its negotiated versions), once it was first used."""
+        return self._client.connection(node_id)
 
     def _is_ready(self, node_id: int) -> bool:
         conn = self._client.connection(node_id)
@@ -182,13 +183,13 @@ class NodeChannel:
         """The highest version of ``api_name`` both sides support (at most ``max_version``), negotiated by
         the node's connection (connecting first if need be)."""
         self.wait_ready()
-        conn = self.client._client.connection(self.node_id)
+        conn = self.client.connection(self.node_id)
         assert conn is not None
         return conn.version_for(_api(api_name), max_version)
 
     def supports(self, api_name: str) -> bool:
         self.wait_ready()
-        conn = self.client._client.connection(self.node_id)
+        conn = self.client.connection(self.node_id)
         assert conn is not None
         return conn.supports(_api(api_name))
 
