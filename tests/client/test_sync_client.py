@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import socket
+import uuid
 from pathlib import Path
 
+import confluent_kafka as ck
 import pytest
 from scripted_peers import ScriptedPeer, hang_up, old_broker, silent, wrong_correlation
 
@@ -146,3 +148,35 @@ def test_an_admin_outlives_a_restart_of_its_bootstrap_broker(tmp_path: Path) -> 
         assert "before" in admin.list_topics()
         admin.create_topics([NewTopic("after", 1)])
         assert {"before", "after"} <= set(admin.list_topics())
+
+
+def test_negotiates_with_each_broker_and_answers_admin_calls(broker: BrokerProcess) -> None:
+    """Ours and Tansu: every version picked lies in both sides' ranges, and plain Admin calls work on it."""
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        channel = admin.connection
+        conn = channel.client.connection(channel.node_id)
+        assert conn is not None and conn.is_ready
+        for key, (low, high) in conn.api_versions.items():
+            api = APIS.get(key)
+            if api is None or high < api.min_version or low > api.max_version:
+                continue
+            assert max(low, api.min_version) <= channel.version_for(api.name) == min(high, api.max_version)
+        assert [b.port for b in admin.describe_cluster().brokers] == [broker.port]
+        name = f"sync-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(name, 2)])
+        assert admin.describe_topics([name])[name].partition_count == 2
+
+
+@pytest.mark.compat
+def test_negotiates_with_librdkafkas_mock_cluster() -> None:
+    """A third implementation of the broker side of ApiVersions and Metadata (confluent-kafka's mock cluster)."""
+    producer = ck.Producer({"test.mock.num.brokers": 1, "log_level": 3})
+    try:
+        mock = next(iter(producer.list_topics(timeout=10).brokers.values()))
+        with _client(mock.port) as client:
+            channel = client.bootstrap()
+            assert channel.supports("Metadata") and channel.version_for("Metadata") >= 1
+            answer = channel.request("Metadata", {"topics": []})
+            assert [(b.node_id, b.port) for b in answer.brokers] == [(mock.id, mock.port)]
+    finally:
+        del producer  # the mock cluster lives as long as its client
