@@ -7,63 +7,26 @@ Each serves exactly one connection at a time in a thread and records what it saw
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
 from groupstream.protocol.messages import APIS, by_name
+from support.loopback_peer import LoopbackPeer, next_request
 
-HOST = "127.0.0.1"
 API_VERSIONS = by_name("ApiVersions")
 ERROR_UNSUPPORTED_VERSION = 35
 
 Behaviour = Callable[[socket.socket, "ScriptedPeer"], None]
 
 
-class ScriptedPeer:
+class ScriptedPeer(LoopbackPeer):
     def __init__(self, behaviour: Behaviour, connections: int = 1) -> None:
-        self._listener = socket.create_server((HOST, 0))
-        self.port: int = self._listener.getsockname()[1]
         self.seen: list[tuple[int, int]] = []  # (api key, version) of each request received
         self._behaviour = behaviour
-        self._connections = connections
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__(max_connections=connections)
 
-    def _serve(self) -> None:
-        with self._listener:
-            for _ in range(self._connections):
-                try:
-                    sock, _ = self._listener.accept()
-                except OSError:
-                    return
-                with sock:
-                    self._behaviour(sock, self)
-
-    def close(self) -> None:
-        self._listener.close()
-        self._thread.join(10)
-
-    def __enter__(self) -> ScriptedPeer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-def next_request(sock: socket.socket, server: ServerConnection) -> Request | UnsupportedRequest | None:
-    """The next request on ``sock``, or None when the client hangs up."""
-    while True:
-        event = server.next_event()
-        if event is not None:
-            return event
-        data = sock.recv(65536)
-        if not data:
-            return None
-        server.receive_data(data)
+    def _handle(self, sock: socket.socket) -> None:
+        self._behaviour(sock, self)
 
 
 def old_broker(sock: socket.socket, peer: ScriptedPeer) -> None:

@@ -5,51 +5,28 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from net_wire import API_VERSIONS, all_versions
 
-from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
+from groupstream.protocol.connection import Request, ServerConnection
 from groupstream.protocol.messages import APIS
+from support.brokers import HOST
+from support.loopback_peer import LoopbackPeer, next_request
 
-HOST = "127.0.0.1"
 Behaviour = Callable[[socket.socket], None]
 
 
-class Peer:
+class Peer(LoopbackPeer):
+    """Serves every connection with ``behaviour`` until closed; ``connections`` counts them."""
+
     def __init__(self, behaviour: Behaviour) -> None:
-        self._listener = socket.create_server((HOST, 0))
-        self.port: int = self._listener.getsockname()[1]
-        self.connections = 0
         self._behaviour = behaviour
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with sock, contextlib.suppress(OSError):
-                self._behaviour(sock)
-
-    def close(self) -> None:
+    def _handle(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        self._thread.join(10)
-
-    def __enter__(self) -> Peer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+            self._behaviour(sock)
 
 
 def unused_port() -> int:
@@ -57,17 +34,6 @@ def unused_port() -> int:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
     return port
-
-
-def _next(sock: socket.socket, server: ServerConnection) -> Request | UnsupportedRequest | None:
-    while True:
-        event = server.next_event()
-        if event is not None:
-            return event
-        data = sock.recv(65536)
-        if not data:
-            return None
-        server.receive_data(data)
 
 
 def silent(sock: socket.socket) -> None:
@@ -79,7 +45,7 @@ def silent(sock: socket.socket) -> None:
 def negotiate_then_hang_up(sock: socket.socket) -> None:
     """Answers ApiVersions like a broker, then closes the connection when the next request arrives."""
     server = ServerConnection(APIS)
-    event = _next(sock, server)
+    event = next_request(sock, server)
     assert isinstance(event, Request)
     body = API_VERSIONS.Response(error_code=0, api_keys=all_versions())
     sock.sendall(
@@ -87,4 +53,4 @@ def negotiate_then_hang_up(sock: socket.socket) -> None:
             ServerConnection.encode_response(API_VERSIONS, event.version, event.header.correlation_id, body)
         )
     )
-    _next(sock, server)
+    next_request(sock, server)
