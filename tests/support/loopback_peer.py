@@ -8,18 +8,17 @@ import contextlib
 import socket
 import threading
 from abc import ABC, abstractmethod
-from types import TracebackType
-from typing import Self
 
+from groupstream.client.closing import ClosesOnExit
 from groupstream.protocol.connection import Request, ServerConnection, UnsupportedRequest
 from support.brokers import HOST
 
 __all__ = ["LoopbackPeer", "next_request"]
 
 
-class LoopbackPeer(ABC):
+class LoopbackPeer(ClosesOnExit, ABC):
     """Listens on a free loopback port and hands each accepted connection to ``_handle`` in a thread of its
-    own, one connection at a time, at most ``max_connections`` of them (None: until closed)."""
+    own, one connection at a time, at most ``max_connections`` of them (None: until closed). ``with`` closes it."""
 
     def __init__(self, max_connections: int | None = None) -> None:
         self._listener = socket.create_server((HOST, 0))
@@ -50,14 +49,6 @@ class LoopbackPeer(ABC):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(10)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def next_request(sock: socket.socket, server: ServerConnection) -> Request | UnsupportedRequest | None:
