@@ -65,8 +65,8 @@ def tps(text: str) -> tuple[TopicPartition, ...]:
 
 
 def static_members(topics: tuple[str, ...], numbers: Iterable[int] = (1, 2, 3)) -> list[Subscription]:
-    """``consumerN`` with ``group.instance.id`` ``instanceN``, all subscribed to ``topics``: the static members
-    of Kafka's persistent-assignment tests."""
+    """``consumerN`` with ``group.instance.id`` ``instanceN``, all subscribed to ``topics``: the static
+    members of Kafka's persistent-assignment tests."""
     return [Subscription(f"consumer{i}", topics, group_instance_id=f"instance{i}") for i in numbers]
 
 

@@ -18,7 +18,8 @@ __all__ = ["LoopbackPeer", "next_request"]
 
 class LoopbackPeer(ClosesOnExit, ABC):
     """Listens on a free loopback port and hands each accepted connection to ``_handle`` in a thread of its
-    own, one connection at a time, at most ``max_connections`` of them (None: until closed). ``with`` closes it."""
+    own, one connection at a time, at most ``max_connections`` of them (None: until closed). ``with`` closes
+    it."""
 
     def __init__(self, max_connections: int | None = None) -> None:
         self._listener = socket.create_server((HOST, 0))

@@ -1,8 +1,8 @@
 """Nested structs and defaults that Kafka's message specs repeat in more than one message, defined once here.
 
-Kafka's specs name these common structs (``LeaderIdAndEpoch``, ``NodeEndpoint``) and give each message its own
-copy whose fields carry that message's version numbers; here one factory builds each copy, so the fields cannot
-drift between messages. This module defines no ``API``: the registry lists message modules by name.
+Kafka's specs name these common structs (``LeaderIdAndEpoch``, ``NodeEndpoint``) and give each message its
+own copy whose fields carry that message's version numbers; here one factory builds each copy, so the fields
+cannot drift between messages. This module defines no ``API``: the registry lists message modules by name.
 """
 
 from groupstream.protocol.schema import NULL, Array, Field, Struct
@@ -10,7 +10,8 @@ from groupstream.protocol.schema import NULL, Array, Field, Struct
 __all__ = ["NO_AUTHORIZED_OPERATIONS", "current_leader", "node_endpoints"]
 
 NO_AUTHORIZED_OPERATIONS = -(2**31)
-"""Kafka's INT32_MIN in an ``*_authorized_operations`` field: the operations were not requested (or not given)."""
+"""Kafka's INT32_MIN in an ``*_authorized_operations`` field: the operations were not requested (or not
+given)."""
 
 
 def current_leader(since: int, tag: int) -> Field:
@@ -31,8 +32,8 @@ def current_leader(since: int, tag: int) -> Field:
 
 
 def node_endpoints(since: int) -> Field:
-    """The tagged ``node_endpoints`` that tell a client where the new leaders named by ``current_leader`` listen
-    (Fetch from v16, Produce from v10, KIP-951)."""
+    """The tagged ``node_endpoints`` that tell a client where the new leaders named by ``current_leader``
+    listen (Fetch from v16, Produce from v10, KIP-951)."""
     v = f"{since}+"
     return Field(
         "node_endpoints",
