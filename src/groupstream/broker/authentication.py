@@ -65,6 +65,7 @@ class SaslConnection:
             credentials,
             lambda: secrets.token_urlsafe(24),
             unknown_user,
+            security.oauth,
         )
         self._executor = executor
         self._failed_delay_s = failed_delay_ms / 1000

@@ -6,8 +6,15 @@
 - ``listener.name.<name>.<property>`` (the name lower-cased) overrides a TLS or SASL property for one listener,
   as in Kafka. As in Kafka since 3.0, ``ssl.client.auth`` applies to SSL listeners only; a SASL_SSL listener asks
   for client certificates only when its listener-prefixed property says so.
-- ``sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (default: the two SCRAM mechanisms; Kafka's
-  default, GSSAPI, needs Kerberos, which we do not offer, nor OAUTHBEARER yet).
+- ``sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (default: the two SCRAM
+  mechanisms; Kafka's default, GSSAPI, needs Kerberos, which we do not offer).
+- OAUTHBEARER validates signed JWTs against ``sasl.oauthbearer.jwks.endpoint.url`` (a ``file:`` URL), with
+  ``sasl.oauthbearer.expected.issuer``, ``.expected.audience``, ``.clock.skew.seconds``, ``.sub.claim.name`` and
+  ``.scope.claim.name``; each may also be given as ``listener.name.<name>.oauthbearer.<property>``, as in Kafka.
+  Unsecured tokens (tests only) take Kafka's own switch,
+  ``listener.name.<name>.oauthbearer.sasl.server.callback.handler.class=`` its
+  ``OAuthBearerUnsecuredValidatorCallbackHandler``. Kafka falls back to that unsecured handler when nothing is
+  configured; we refuse to start instead, so that no broker accepts self-made tokens by omission.
 
 Errors are `SecurityConfigError` naming the property.
 """
@@ -18,6 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from groupstream.security.oauthbearer import (
+    JwksError,
+    JwksValidator,
+    TokenValidator,
+    UnsecuredValidator,
+    load_jwks,
+)
 from groupstream.security.principal import PrincipalMapper
 from groupstream.security.sasl import MECHANISMS
 from groupstream.security.tls import CLIENT_AUTH, TlsSettings
@@ -67,7 +81,26 @@ _SSL_PROPERTIES = (
     "ssl.cipher.suites",
     "ssl.principal.mapping.rules",
 )
-LISTENER_PROPERTIES = frozenset({*_SSL_PROPERTIES, "sasl.enabled.mechanisms", "connections.max.reauth.ms"})
+OAUTH_PROPERTIES = (
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+)
+OAUTH_HANDLER = "oauthbearer.sasl.server.callback.handler.class"
+"""Kafka's switch between its validators; listener-prefixed only (``listener.name.<name>.`` + this), as in Kafka."""
+UNSECURED_HANDLER = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+SECURED_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",  # Kafka 3.9+
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",  # Kafka 3.1-3.x
+)
+LISTENER_PROPERTIES = frozenset(
+    {*_SSL_PROPERTIES, *OAUTH_PROPERTIES, "sasl.enabled.mechanisms", "connections.max.reauth.ms"}
+)
 """What ``listener.name.<name>.`` may override."""
 GLOBAL_PROPERTIES = frozenset(
     {*LISTENER_PROPERTIES, "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size"}
@@ -167,6 +200,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...]
     max_reauth_ms: int
     principal_mapper: PrincipalMapper
+    oauth: TokenValidator | None = None
+    """How OAUTHBEARER tokens are validated, when the listener enables OAUTHBEARER."""
 
 
 def _int(name: str, value: str, minimum: int) -> int:
@@ -202,9 +237,10 @@ def listener_security(props: Mapping[str, str], spec: ListenerSpec) -> ListenerS
         if unsupported:
             raise SecurityConfigError(
                 f"sasl.enabled.mechanisms: {', '.join(unsupported)} not supported (supported: {', '.join(MECHANISMS)}; "
-                f"GSSAPI and OAUTHBEARER are not offered)"
+                f"GSSAPI is not offered)"
             )
     max_reauth_ms = _int("connections.max.reauth.ms", get("connections.max.reauth.ms", "0") or "0", 0)
+    oauth = _oauth_validator(props, spec) if "OAUTHBEARER" in mechanisms else None
     tls: TlsSettings | None = None
     if spec.protocol.tls:
         if spec.protocol is SecurityProtocol.SASL_SSL:
@@ -235,7 +271,61 @@ def listener_security(props: Mapping[str, str], spec: ListenerSpec) -> ListenerS
         mapper = PrincipalMapper(get("ssl.principal.mapping.rules"))
     except ValueError as e:
         raise SecurityConfigError(str(e)) from None
-    return ListenerSecurity(spec.protocol, tls, mechanisms, max_reauth_ms, mapper)
+    return ListenerSecurity(spec.protocol, tls, mechanisms, max_reauth_ms, mapper, oauth)
+
+
+def _oauth_validator(props: Mapping[str, str], spec: ListenerSpec) -> TokenValidator:
+    """The listener's OAUTHBEARER validator: Kafka's properties, each looked up mechanism-prefixed, then
+    listener-prefixed, then global (Kafka's order)."""
+    prefix = f"listener.name.{spec.name.lower()}."
+
+    def get(key: str) -> tuple[str, str] | None:
+        for name in (f"{prefix}oauthbearer.{key}", prefix + key, key):
+            if name in props:
+                return name, props[name].strip()
+        return None
+
+    handler_key = prefix + OAUTH_HANDLER
+    handler = props.get(handler_key, "").strip()
+    jwks = get("sasl.oauthbearer.jwks.endpoint.url")
+    if handler == UNSECURED_HANDLER:
+        if jwks is not None:
+            raise SecurityConfigError(
+                f"{handler_key} selects unsecured tokens, but {jwks[0]} is set too: remove one (unsecured tokens are "
+                f"for tests only)"
+            )
+        return UnsecuredValidator()
+    if handler and handler not in SECURED_HANDLERS:
+        raise SecurityConfigError(
+            f"{handler_key} {handler!r} is not a validator this broker has: use {SECURED_HANDLERS[0]} (signed tokens, "
+            f"with sasl.oauthbearer.jwks.endpoint.url) or, for tests only, {UNSECURED_HANDLER}"
+        )
+    if jwks is None:
+        raise SecurityConfigError(
+            f"OAUTHBEARER on listener {spec.name} needs sasl.oauthbearer.jwks.endpoint.url=file:///path/to/jwks.json "
+            f"(the public keys its tokens are signed with) or, for tests only, {handler_key}={UNSECURED_HANDLER}"
+        )
+    try:
+        keys = load_jwks(jwks[1])
+    except JwksError as e:
+        raise SecurityConfigError(str(e)) from None
+    skew = get("sasl.oauthbearer.clock.skew.seconds")
+    issuer = get("sasl.oauthbearer.expected.issuer")
+    audience = get("sasl.oauthbearer.expected.audience")
+    sub = get("sasl.oauthbearer.sub.claim.name")
+    scope = get("sasl.oauthbearer.scope.claim.name")
+    for claim in (sub, scope):
+        if claim is not None and not claim[1]:
+            raise SecurityConfigError(f"{claim[0]} is empty: name the claim")
+    return JwksValidator(
+        keys,
+        expected_issuer=issuer[1] if issuer is not None and issuer[1] else None,
+        expected_audiences=frozenset(_list(audience[1])) if audience is not None else frozenset(),
+        clock_skew_ms=1000 * (_int(skew[0], skew[1], 0) if skew is not None else 30),
+        sub_claim=sub[1] if sub is not None else "sub",
+        scope_claim=scope[1] if scope is not None else "scope",
+        source=f"the JWKS file {jwks[1]}",
+    )
 
 
 def check_property(name: str) -> bool:
@@ -245,5 +335,7 @@ def check_property(name: str) -> bool:
     if name.startswith("listener.name."):
         rest = name[len("listener.name.") :]
         _, dot, key = rest.partition(".")
+        if key == OAUTH_HANDLER or (key.startswith("oauthbearer.") and key[len("oauthbearer.") :] in OAUTH_PROPERTIES):
+            return True
         return bool(dot) and key in LISTENER_PROPERTIES
     return False

@@ -10,7 +10,10 @@ The sequence a client follows, and what breaking it does:
 - SaslAuthenticate carries each client token; only SaslAuthenticate is accepted until the exchange ends. A
   failed exchange answers SASL_AUTHENTICATION_FAILED (after ``connection.failed.authentication.delay.ms``, which
   is the caller's to apply) and the connection closes.
-- Once authenticated, the session lasts ``connections.max.reauth.ms`` (KIP-368; 0: for ever), which the
+- OAUTHBEARER (`oauthbearer`): a token that does not validate is answered with RFC 7628's JSON error as a
+  challenge; the client's ``\\x01`` reply then gets SASL_AUTHENTICATION_FAILED saying why.
+- Once authenticated, the session lasts ``connections.max.reauth.ms`` (KIP-368; 0: for ever), and with
+  OAUTHBEARER no longer than the token (Kafka's ``min(token expiry - now, connections.max.reauth.ms)``), which the
   SaslAuthenticate v1+ answer tells the client. A client that sent SaslAuthenticate v1 or later may
   re-authenticate by sending SaslHandshake again, with the same mechanism and as the same principal. A request
   other than that SaslHandshake arriving after the session expired closes the connection, as Kafka's broker
@@ -25,6 +28,15 @@ from enum import Enum
 from typing import Protocol
 
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.oauthbearer import (
+    ERROR_ACK,
+    GENERIC_FAILURE,
+    INVALID_TOKEN_JSON,
+    InvalidToken,
+    OAuthBearerError,
+    TokenValidator,
+    parse_client_response,
+)
 from groupstream.security.plain import PlainError, PlainLogin, parse_plain
 from groupstream.security.scram import ScramCredential, ScramError, ScramMechanism, ScramServer
 
@@ -49,7 +61,7 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 """The mechanisms this broker can enable (``sasl.enabled.mechanisms``)."""
 
 
@@ -135,10 +147,17 @@ class SaslSession:
         credentials: CredentialSource,
         new_nonce: Callable[[], str],
         unknown_user: Callable[[ScramMechanism, str], ScramCredential],
+        oauth: TokenValidator | None = None,
     ) -> None:
+        """``oauth``: how OAUTHBEARER tokens are validated (required when OAUTHBEARER is enabled)."""
         unknown = [m for m in enabled if m not in MECHANISMS]
         if unknown or not enabled:
             raise ValueError(f"unsupported SASL mechanisms {unknown} (supported: {', '.join(MECHANISMS)})")
+        if "OAUTHBEARER" in enabled and oauth is None:
+            raise ValueError("OAUTHBEARER is enabled without a token validator")
+        self._oauth = oauth
+        self._oauth_error: str | None = None  # why the token failed, once the JSON error was sent
+        self._expiry_cause = ""
         self.enabled = tuple(enabled)
         self.max_reauth_ms = max_reauth_ms
         self._credentials = credentials
@@ -174,8 +193,8 @@ class SaslSession:
             if self.expires_at_ms is not None and now_ms >= self.expires_at_ms:
                 return Verdict(
                     Admission.REJECT,
-                    f"{api_name} after the SASL session of {self.principal} expired "
-                    f"(connections.max.reauth.ms={self.max_reauth_ms}) without re-authentication",
+                    f"{api_name} after the SASL session of {self.principal} expired ({self._expiry_cause}) without "
+                    f"re-authentication",
                 )
             return _PASS
         if state is SaslState.INITIAL:
@@ -227,6 +246,7 @@ class SaslSession:
         else:
             self.mechanism = mechanism
         self.raw_tokens = version == 0
+        self._oauth_error = None
         scram = ScramMechanism.from_name(mechanism)
         self._scram = (
             None
@@ -267,6 +287,8 @@ class SaslSession:
                 assert scram.username is not None
                 return self._complete(reply, scram.username, now_ms)
             return Challenge(reply)
+        if self.mechanism == "OAUTHBEARER":
+            return self._oauthbearer(token, now_ms)
         try:
             login = parse_plain(token)
         except PlainError as e:
@@ -274,6 +296,38 @@ class SaslSession:
         self.user = login.username
         self.state = SaslState.CHECKING_PASSWORD
         return CheckPassword(login, self._credentials.credentials_of(login.username))
+
+    def _oauthbearer(self, token: bytes, now_ms: int) -> Challenge | Authenticated | AuthFailed:
+        """RFC 7628 as Kafka's OAuthBearerSaslServer: one message with the token; a token that fails gets the
+        JSON error as a challenge, and the exchange fails on the client's ``\\x01`` reply to it."""
+        failed = self._oauth_error
+        if failed is not None:
+            self._oauth_error = None
+            if token == ERROR_ACK:
+                return self._fail(f"{INVALID_TOKEN_JSON}: {failed}", f"invalid token: {failed}")
+            return self._fail(
+                f"{INVALID_TOKEN_JSON}: {failed}",
+                f"invalid token: {failed} (and the client answered the error with {len(token)} bytes, not \\x01)",
+            )
+        generic = GENERIC_FAILURE.replace("during authentication", f"during {self._what()}")
+        try:
+            response = parse_client_response(token)
+        except OAuthBearerError as e:
+            return self._fail(generic, str(e))
+        assert self._oauth is not None
+        try:
+            valid = self._oauth.validate(response.token, now_ms)
+        except InvalidToken as e:
+            self._oauth_error = str(e)
+            return Challenge(INVALID_TOKEN_JSON.encode())
+        self.user = valid.principal_name
+        if response.authzid and response.authzid != valid.principal_name:
+            message = (
+                f"Authentication failed: Client requested an authorization id ({response.authzid}) that is "
+                f"different from the token's principal name ({valid.principal_name})"
+            )
+            return self._fail(message, message)
+        return self._complete(b"", valid.principal_name, now_ms, valid.expires_at_ms)
 
     def password_checked(self, ok: bool, now_ms: int) -> Authenticated | AuthFailed:
         if self.state is not SaslState.CHECKING_PASSWORD:
@@ -287,13 +341,24 @@ class SaslSession:
             )
         return self._complete(b"", user, now_ms)
 
-    def _complete(self, token: bytes, user: str, now_ms: int) -> Authenticated | AuthFailed:
+    def _complete(
+        self, token: bytes, user: str, now_ms: int, credential_expires_ms: int | None = None
+    ) -> Authenticated | AuthFailed:
+        """``credential_expires_ms``: when the credential itself expires (an OAUTHBEARER token); the session
+        then ends no later, whatever ``connections.max.reauth.ms`` says (Kafka's SaslServerAuthenticator)."""
         principal = f"User:{user}"
         if self.reauthenticating and principal != self.principal:
             message = f"Cannot change principals during re-authentication from {self.principal}: {principal}"
             return self._fail(message, message)
         lifetime = max(0, self.max_reauth_ms)
         self.expires_at_ms = now_ms + lifetime if lifetime else None
+        self._expiry_cause = f"connections.max.reauth.ms={self.max_reauth_ms}"
+        if credential_expires_ms is not None:
+            to_expiry = max(0, credential_expires_ms - now_ms)
+            if not lifetime or to_expiry < lifetime:
+                lifetime = to_expiry
+                self._expiry_cause = "its token expired"
+            self.expires_at_ms = now_ms + lifetime
         self.principal = principal
         self.state = SaslState.AUTHENTICATED
         self._scram = None
