@@ -131,6 +131,7 @@ class BrokerConfig:
     sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
     # authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer turns ACLs on), super.users and
     # allow.everyone.if.no.acl.found
+    http: tuple[str, int] | None = None  # --http HOST:PORT: /metrics
     authorizer_enabled: bool = False
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False

@@ -400,6 +400,7 @@ class CoordinatorRuntime:
             host.storage_failures = 0
             for record in result.records:
                 shard.replay(record)
+            broker.metrics.coordinator_records(result.records)
             broker.purgatory.notify((self.topic, host.partition), len(batch))
             broker.flusher.appended(plog, plog.config.flush_policy)
         self._apply_timers(host, shard, result.timers)

@@ -20,7 +20,10 @@ from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_f
 from groupstream.broker.descriptors import nofile_limit, open_descriptors
 from groupstream.broker.flusher import Flusher
 from groupstream.broker.handlers import Handler, load_all
+from groupstream.broker.http import HttpServer
 from groupstream.broker.listener import Acceptor, ConnectionLimits, ConnectionTable
+from groupstream.broker.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from groupstream.broker.metrics import BrokerMetrics
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, ensure_offsets_topic
 from groupstream.broker.producer_ids import ProducerIdAllocator
 from groupstream.broker.purgatory import FetchPurgatory
@@ -100,6 +103,8 @@ class Broker:
         self.acceptors: list[Acceptor] = []
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
+        self.metrics = BrokerMetrics(self)
+        self.http: HttpServer | None = None
         self.storage_warnings = RateLimitedLog(logging.getLogger("groupstream.broker.produce"), logging.WARNING)
         """Produce refused by the disk: a full disk refuses every produce, and the log must not fill the rest."""
 
@@ -168,10 +173,19 @@ class Broker:
                     raise ConfigError(
                         f"cannot listen on {lc.host}:{lc.port} (listener {lc.name}): {e.strerror or e}"
                     ) from None
+            if self.config.http is not None:
+                self.http = HttpServer({"/metrics": lambda: (METRICS_CONTENT_TYPE, self.metrics.exposition())})
+                try:
+                    self.config.http = await self.http.start(*self.config.http)
+                except OSError as e:
+                    raise ConfigError(f"cannot listen on {self.config.http[0]}:{self.config.http[1]} (--http): "
+                                      f"{e.strerror or e}") from None  # fmt: skip
         except BaseException:
             for acceptor in self.acceptors:
                 acceptor.close()
             self.acceptors.clear()
+            if self.http is not None:
+                await self.http.close()
             self.catalog.close()
             self.dir_lock.release()
             raise
@@ -190,6 +204,8 @@ class Broker:
         log.info("data in %s; %d users with SCRAM credentials", self.config.data_dir,
                  len(self.credentials.snapshot()))  # fmt: skip
         log.info("connection limits: %s", limits.describe())
+        if self.config.http is not None:
+            log.info("metrics on http://%s:%d/metrics", *self.config.http)
 
     def _tls_context(self, lc: ListenerConfig) -> ssl.SSLContext | None:
         security = lc.security
@@ -229,6 +245,8 @@ class Broker:
         for acceptor in self.acceptors:
             acceptor.close()
         self.connections.close_all()
+        if self.http is not None:
+            await self.http.close()
         if self._auth_executor is not None:
             self._auth_executor.shutdown(wait=False, cancel_futures=True)
         self.purgatory.wake_all()

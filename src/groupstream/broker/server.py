@@ -19,6 +19,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +51,13 @@ _LINGER_S = 1.0  # how long a refused client has to hang up by itself (see Kafka
 
 
 class _Slot:
-    __slots__ = ("request", "result", "sasl")
+    __slots__ = ("received", "request", "result", "sasl")
 
     def __init__(self, request: Request, result: Any, sasl: bool = False) -> None:
         self.request = request
         self.result = result
         self.sasl = sasl  # a SASL request answered by the connection's SaslConnection
+        self.received = time.monotonic()  # made as the request is handled: its time in the broker starts here
 
 
 class KafkaConnection:
@@ -437,6 +439,7 @@ class KafkaConnection:
             if writer.error is not None:
                 self._abort(f"write failed: {writer.error}", logging.INFO)
                 return
+            self._broker.metrics.request_done(req.api.name, req.version, (time.monotonic() - slot.received) * 1000)
             self.last_active = self._loop.time()
             if slot.sasl and self._sasl is not None and self._sasl.failure is not None:
                 self._close_when_sent(self._sasl.failure)

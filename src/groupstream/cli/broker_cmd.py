@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="broker property by its Kafka name, e.g. num.partitions=6 or ssl.keystore.location=... "
                         "(repeatable)")  # fmt: skip
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free one)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -42,6 +44,8 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     elif config.listener_specs is None:
         config.listener_specs = [DEFAULT_LISTEN]
         config.listeners_from = "--listen"
+    if args.http:
+        config.http = parse_hostport(args.http, "--http")
     if args.advertised:
         config.advertised_host, config.advertised_port = parse_hostport(args.advertised, "--advertised")
     first = config.resolve_listeners()[0]  # validates every listener and its security settings

@@ -288,6 +288,14 @@ class GroupCoordinatorShard:
     def committed_offset(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._ctx.offsets.get(group_id, topic, partition)
 
+    def committed_offsets(self, group_id: str) -> list[tuple[str, int, int]]:
+        """``(topic, partition, offset)`` of every offset the group has committed (metrics: its lag)."""
+        return [(t, p, o.offset) for t, p, o in self._ctx.offsets.partitions(group_id)]
+
+    def offset_groups(self) -> list[str]:
+        """Every group with committed offsets, live or not (an empty group's lag is still watched)."""
+        return sorted(self._ctx.offsets.groups())
+
     @property
     def deadlines(self) -> Mapping[str, int]:
         """Timer deadlines the shard expects, by key (session state)."""

@@ -48,16 +48,25 @@ def _warn_once(plog: PartitionLog, exc: CorruptRangeError) -> None:
 def handle_fetch(broker: Broker, request: Request) -> Any:
     req = request.body
     denied = _denied_topics(broker, request)  # now: a later answer is built while others are being served
-    body, total, keys, failed = _collect(broker, request, denied)
+    body, total, keys, failed, sizes = _collect(broker, request, denied)
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:
-        return body
+        return _counted(broker, body, sizes)
     woken = broker.purgatory.watch(keys, req.min_bytes - total, req.max_wait_ms)
 
     async def answer_later() -> Any:
         await woken
-        return _collect(broker, request, denied)[0]
+        later, *_, later_sizes = _collect(broker, request, denied)
+        return _counted(broker, later, later_sizes)
 
     return asyncio.ensure_future(answer_later())
+
+
+def _counted(broker: Broker, body: Any, sizes: dict[str, int]) -> Any:
+    """The answer that is sent, its record bytes counted per topic (an answer built and then held back for
+    more data is not counted)."""
+    for topic, n in sizes.items():
+        broker.metrics.fetched(topic, n)
+    return body
 
 
 def _denied_topics(broker: Broker, request: Request) -> frozenset[str]:
@@ -76,8 +85,9 @@ def _denied_topics(broker: Broker, request: Request) -> frozenset[str]:
 
 def _collect(
     broker: Broker, request: Request, denied: frozenset[str]
-) -> tuple[Any, int, list[tuple[str, int]], bool]:
-    """Read every requested partition once: (response, bytes read, partitions watched, any error)."""
+) -> tuple[Any, int, list[tuple[str, int]], bool, dict[str, int]]:
+    """Read every requested partition once: (response, bytes read, partitions watched, any error, bytes read
+    per topic)."""
     req = request.body
     version = request.version
     R = request.api.Response
@@ -90,6 +100,7 @@ def _collect(
     total = 0
     failed = False
     keys: list[tuple[str, int]] = []
+    sizes: dict[str, int] = {}
     topics_out = []
     for ft in req.topics:
         topic = catalog.topic_by_id(ft.topic_id) if by_id else catalog.get_topic(ft.topic)
@@ -129,6 +140,7 @@ def _collect(
                 failed = True
             n = len(records)
             total += n
+            sizes[topic.name] = sizes.get(topic.name, 0) + n
             remaining = max(0, remaining - n)
             keys.append((topic.name, idx))
             parts.append(
@@ -145,4 +157,4 @@ def _collect(
             )
         topics_out.append(TR(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
     body = R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out)
-    return body, total, keys, failed
+    return body, total, keys, failed, sizes

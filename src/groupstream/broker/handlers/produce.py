@@ -145,6 +145,7 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
     if isinstance(outcome, ps.UnknownProducer):
         return ErrorCode.UNKNOWN_PRODUCER_ID, -1, None
     broker.purgatory.notify((plog.topic, plog.partition), len(data))
+    broker.metrics.appended(plog.topic, len(data), sum(h.records_count for _, h in batches))
     return ErrorCode.NONE, outcome.base_offset, None
 
 
