@@ -379,6 +379,19 @@ def test_jwks_properties_build_the_validator(jwks_url: str) -> None:
 def test_kafkas_unsecured_handler_class_selects_unsecured_tokens() -> None:
     key = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
     assert isinstance(listener_security(**{key: UNSECURED_CLASS}), UnsecuredValidator)
+    # a global JWKS URL is for the other listeners
+    assert isinstance(listener_security(**{key: UNSECURED_CLASS, "sasl.oauthbearer.jwks.endpoint.url": "file:///x"}),
+                      UnsecuredValidator)  # fmt: skip
+
+
+def test_a_client_that_ignores_the_error_is_closed_saying_why() -> None:
+    """aiokafka takes the JSON error for success and sends its next request: the log says which token failed."""
+    s = session()
+    assert isinstance(login(s, unsecured({"sub": "alice", "exp": NOW_S - 1})), Challenge)
+    verdict = s.admit(3, "Metadata", NOW)
+    assert verdict.admission is Admission.REJECT
+    assert "Metadata during SASL authentication (expected SaslAuthenticate) after its token was refused: the token " \
+           "expired at" in verdict.reason  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -389,7 +402,7 @@ def test_kafkas_unsecured_handler_class_selects_unsecured_tokens() -> None:
         ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Mine"},
          "'com.example.Mine' is not a validator this broker has"),
         ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": UNSECURED_CLASS,
-          "sasl.oauthbearer.jwks.endpoint.url": "file:///x"}, "remove one"),
+          "listener.name.sasl_plaintext.sasl.oauthbearer.jwks.endpoint.url": "file:///x"}, "remove one"),
         ({"sasl.oauthbearer.jwks.endpoint.url": "JWKS", "sasl.oauthbearer.clock.skew.seconds": "-1"},
          "clock.skew.seconds must be at least 0"),
         ({"sasl.oauthbearer.jwks.endpoint.url": "JWKS", "sasl.oauthbearer.sub.claim.name": " "}, "is empty"),

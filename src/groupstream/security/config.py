@@ -289,10 +289,10 @@ def _oauth_validator(props: Mapping[str, str], spec: ListenerSpec) -> TokenValid
     handler = props.get(handler_key, "").strip()
     jwks = get("sasl.oauthbearer.jwks.endpoint.url")
     if handler == UNSECURED_HANDLER:
-        if jwks is not None:
+        if jwks is not None and jwks[0].startswith(prefix):
             raise SecurityConfigError(
                 f"{handler_key} selects unsecured tokens, but {jwks[0]} is set too: remove one (unsecured tokens are "
-                f"for tests only)"
+                f"for tests only; a global sasl.oauthbearer.jwks.endpoint.url is left to the other listeners)"
             )
         return UnsecuredValidator()
     if handler and handler not in SECURED_HANDLERS:

@@ -212,7 +212,10 @@ class SaslSession:
         if state is SaslState.AUTHENTICATING:
             if api_key == SASL_AUTHENTICATE and not self.raw_tokens:
                 return _AUTHENTICATE
-            return Verdict(Admission.REJECT, f"{api_name} during SASL {self._what()} (expected SaslAuthenticate)")
+            refused = "" if self._oauth_error is None else f" after its token was refused: {self._oauth_error}"
+            return Verdict(
+                Admission.REJECT, f"{api_name} during SASL {self._what()} (expected SaslAuthenticate){refused}"
+            )
         if state is SaslState.CHECKING_PASSWORD:
             return Verdict(Admission.REJECT, f"{api_name} before SASL {self._what()} finished")
         return Verdict(Admission.REJECT, f"{api_name} after SASL {self._what()} failed")
