@@ -129,9 +129,9 @@ class BrokerConfig:
     security_properties: dict[str, str] = field(default_factory=dict)
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
     sasl_max_receive_size: int = 524_288  # sasl.server.max.receive.size
+    http: tuple[str, int] | None = None  # --http HOST:PORT: /metrics
     # authorizer.class.name (Kafka's StandardAuthorizer or AclAuthorizer turns ACLs on), super.users and
     # allow.everyone.if.no.acl.found
-    http: tuple[str, int] | None = None  # --http HOST:PORT: /metrics
     authorizer_enabled: bool = False
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
