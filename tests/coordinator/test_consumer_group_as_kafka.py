@@ -8,6 +8,7 @@ from consumer_group_kit import Member, heartbeat, settle
 from coordinator_harness import GROUP, Harness
 
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
 
 E = ErrorCode
 T4 = {("t", p) for p in range(4)}
@@ -101,3 +102,25 @@ def test_a_partition_pending_revocation_keeps_the_epoch_it_was_given_at() -> Non
     heartbeat(h, "a", a.epoch, owned=T4)  # asked to give up 2 and 3; has not yet
     answer = h.commit({("t", 3): 1}, member_id="a", generation=1, version=9)
     assert answer == {("t", 3): E.NONE}  # still a's, since epoch 1
+
+
+def test_an_offset_fetch_refused_for_the_group_answers_no_topics() -> None:
+    """From v8 (groups in the request) a group-level error comes with none of the group's topics, as Kafka 4.4
+    answers, not with every requested partition at -1 (which reads as "nothing committed")."""
+    h = Harness()
+    a = Member(h, "a")
+    a.join()
+    assert set(h.commit({("t", 0): 5}, member_id="a", generation=a.epoch, version=9).values()) == {E.NONE}
+    F = by_name("OffsetFetch").Request
+    G = F.OffsetFetchRequestGroup
+
+    def fetch(member_id: str | None, epoch: int) -> object:
+        request = G(group_id=GROUP, member_id=member_id, member_epoch=epoch,
+                    topics=[G.OffsetFetchRequestTopics(name="t", partition_indexes=[0])])  # fmt: skip
+        return h.answer(h.send("OffsetFetch", 9, groups=[request])).groups[0]
+
+    ok = fetch("a", a.epoch)
+    assert ok.error_code == E.NONE and ok.topics[0].partitions[0].committed_offset == 5  # type: ignore[attr-defined]
+    for member_id, epoch, code in (("a", a.epoch + 1, E.STALE_MEMBER_EPOCH), ("zz", a.epoch, E.UNKNOWN_MEMBER_ID)):
+        refused = fetch(member_id, epoch)
+        assert (refused.error_code, refused.topics) == (code, [])  # type: ignore[attr-defined]
