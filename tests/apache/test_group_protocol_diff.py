@@ -47,6 +47,7 @@ from support.group_script import (
     compare,
     coordinator_address,
     err,
+    fetch_offsets,
     form_classic,
     new_member_id,
 )
@@ -128,6 +129,7 @@ def classic_join_leave_commit(s: Script) -> None:
     a.leave("a leaves")
     s.describe_classic("described empty")
     a.commit("a commits for the empty group without a generation", {1: 7}, generation=-1, member_id="")
+    fetch_offsets(a, "offsets fetched without a member", [0, 1], anonymous=True)
 
 
 def test_classic_join_leave_commit(
@@ -362,6 +364,10 @@ def consumer_join_leave_commit(s: Script) -> None:
     a.commit("a commits with its epoch", {0: 5})
     a.commit("a commits with an older epoch", {0: 5}, epoch=a.epoch - 1)
     a.commit("a commits with an epoch ahead", {0: 5}, epoch=a.epoch + 1)
+    fetch_offsets(a, "a fetches offsets at its epoch", [0, 1])
+    fetch_offsets(a, "a fetches offsets at an older epoch", [0], epoch=a.epoch - 1)
+    fetch_offsets(a, "a fetches offsets at an epoch ahead", [0], epoch=a.epoch + 1)
+    fetch_offsets(a, "an unknown member fetches offsets", [0], member_id="nobody")
     a.heartbeat("a heartbeats with an older epoch", epoch=a.epoch - 1)
     a.heartbeat("a heartbeats with an epoch ahead", epoch=a.epoch + 1)
     b.leave("b leaves")
@@ -374,6 +380,7 @@ def consumer_join_leave_commit(s: Script) -> None:
     a.leave("a leaves")
     s.describe_consumer("described empty")
     a.commit("a commits for the empty group without an epoch", {1: 7}, epoch=-1)
+    fetch_offsets(a, "offsets fetched without a member", [0, 1], anonymous=True)
 
 
 def test_consumer_join_leave_commit(

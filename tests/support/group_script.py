@@ -58,6 +58,7 @@ VERSIONS: dict[str, int] = {
     "Heartbeat": 4,
     "LeaveGroup": 5,
     "OffsetCommit": 9,
+    "OffsetFetch": 9,
     "DescribeGroups": 5,
     "ConsumerGroupHeartbeat": 1,
     "ConsumerGroupDescribe": 1,
@@ -589,6 +590,26 @@ class ConsumerMember:
         return self.s.record(
             step, {p.partition_index: err(p.error_code) for t in r.topics for p in t.partitions}
         )
+
+
+def fetch_offsets(member: ClassicMember | ConsumerMember, step: str, partitions: Sequence[int], *,
+                  epoch: int | None = None, member_id: str | None = None, anonymous: bool = False) -> dict[str, Any]:  # fmt: skip
+    """OffsetFetch v9 of the scenario's group as ``member`` (its id and epoch, a ``consumer`` group checks
+    them), or ``anonymous`` (no member id, epoch -1: an admin tool): the group's error and each partition's
+    committed offset or error."""
+    s = member.s
+    F: Any = by_name("OffsetFetch").Request
+    G = F.OffsetFetchRequestGroup
+    current = member.epoch if isinstance(member, ConsumerMember) else member.generation
+    r = member.wire.call("OffsetFetch", group_id="", topics=[], require_stable=True, groups=[G(
+        group_id=s.group, member_id=None if anonymous else member.member_id if member_id is None else member_id,
+        member_epoch=-1 if anonymous else current if epoch is None else epoch,
+        topics=[G.OffsetFetchRequestTopics(name=s.topic, partition_indexes=list(partitions))])])  # fmt: skip
+    g = r.groups[0]
+    offsets = {
+        p.partition_index: (p.committed_offset, err(p.error_code)) for t in g.topics for p in t.partitions
+    }
+    return s.record(step, {"error": err(g.error_code), "offsets": offsets})
 
 
 def new_member_id(name: str = "") -> str:
