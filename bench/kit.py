@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -75,7 +76,7 @@ def parse_cases(ap: argparse.ArgumentParser, records: str, value_sizes: str) -> 
 
 def command_line(script: str) -> str:
     """How this run was started, for RESULTS.md: ``python bench/<script> <its arguments>``."""
-    return " ".join(["python", f"bench/{script}", *sys.argv[1:]])
+    return shlex.join(["python", f"bench/{script}", *sys.argv[1:]])
 
 
 def environment() -> str:

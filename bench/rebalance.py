@@ -67,8 +67,9 @@ PAUSE_PARTITIONS = 12
 PAUSE_RATE = 3000  # records/s over all partitions: one every 4 ms per partition
 NOTE = (
     "Members already in a group learn of a rebalance from their next heartbeat, so join to stable is abou"
-    "t one heartbeat interval (eager) or two (cooperative-sticky: two rounds) plus the broker's own waits; Tansu holds each join for about half the session timeout."
+    "t one heartbeat interval (eager) or two (cooperative-sticky: two rounds) plus the broker's own waits."
 )
+TANSU_NOTE = " Tansu holds each join for about half the session timeout."
 BASELINE_S = 2.0  # the quiet window before the join whose longest gap is the baseline
 
 # --- one member ----------------------------------------------------------------------------------------
@@ -378,8 +379,9 @@ def main() -> int:
             f"{env}. confluent-kafka consumers as threads of one process (each its own librdkafka instance), "
             f"session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeat.interval.ms=1000. Our broker"
             + (" and Apache Kafka" if APACHE in kinds else "")
-            + ": group.initial.rebalance.delay.ms=0 (a stable group never waits for it anyway). Tansu 0.6.0: "
-            "defaults, memory storage." + kafka + consumer + " " + NOTE + "\n\n"
+            + ": group.initial.rebalance.delay.ms=0 (a stable group never waits for it anyway)."
+            + (" Tansu 0.6.0: defaults, memory storage." if BrokerKind.TANSU in kinds else "")
+            + kafka + consumer + " " + NOTE + (TANSU_NOTE if BrokerKind.TANSU in kinds else "") + "\n\n"
             f"Command: `{command_line('rebalance.py')}`\n\n{text}"
         )
         print(f"\nwrote {RESULTS}")
