@@ -13,13 +13,15 @@ $(STAMP): pyproject.toml setup.py src/groupstream/protocol/records/_crecords.c
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
-# kcat is a Debian package; install it when it is missing and apt is usable.
+# kcat (a peer of the compatibility tests) and chromium (the console's browser tests), from Debian when missing
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
+	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	[ -z "$$missing" ] || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=none; fi; \
 	  if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; \
-	  else echo "kcat is missing and apt is not usable: install kcat to run its compatibility tests" >&2; exit 1; fi; }
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "$$missing missing and apt is not usable: install them to run the tests that use them" >&2; exit 1; fi; }
 
 # Apache Kafka for the broker_apache tests: the jars of tests/apache/pom.xml (kafka_2.13 and kafka-tools with
 # their runtime dependencies) copied by Maven into ~/.cache/groupstream, never into the work tree; a second run

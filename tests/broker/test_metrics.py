@@ -10,34 +10,19 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from http_broker import HttpBroker
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.brokers import BrokerKind, BrokerProcess, free_port
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
 
 
-class MetricsBroker(BrokerProcess):
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(BrokerKind.GROUPSTREAM, workdir, settings={"group.initial.rebalance.delay.ms": "0"})
-        self.http_port = free_port()
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--http", f"127.0.0.1:{self.http_port}"]
-
-    def get(self, path: str) -> tuple[int, str, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as answer:
-                return answer.status, answer.headers["Content-Type"], answer.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers["Content-Type"], e.read().decode()
-
+class MetricsBroker(HttpBroker):
     def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         status, content_type, text = self.get("/metrics")
         assert status == 200 and content_type.startswith("text/plain; version=0.0.4"), (status, content_type)

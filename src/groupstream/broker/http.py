@@ -1,4 +1,4 @@
-"""The broker's HTTP port (``--http HOST:PORT``): ``/metrics`` for Prometheus.
+"""The broker's HTTP port (``--http HOST:PORT``): ``/metrics`` for Prometheus, and the console's pages.
 
 It runs on the broker's event loop, like everything that reads the broker's state, so a scrape sees that state
 between two requests, never in the middle of one. Only GET (and HEAD) of known paths is answered; a request
@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from http import HTTPStatus
+from urllib.parse import unquote
 
 log = logging.getLogger("groupstream.broker.http")
 
@@ -20,7 +21,9 @@ _MAX_HEAD = 16 * 1024  # request line and headers
 _READ_TIMEOUT_S = 10.0
 
 Page = tuple[str, bytes]  # content type and body
-Route = Callable[[], Page]
+Route = Callable[[str], Page | None]
+"""Called with the rest of the path after the route's own (a route ending in ``/`` takes a name after it);
+None: no such page."""
 
 
 class HttpServer:
@@ -72,13 +75,23 @@ class HttpServer:
         method, target = parts[0], parts[1]
         if method not in ("GET", "HEAD"):
             return HTTPStatus.METHOD_NOT_ALLOWED, "text/plain", b"only GET\n", method
-        route = self._routes.get(target.split("?", 1)[0])
-        if route is None:
-            known = ", ".join(sorted(self._routes))
-            return HTTPStatus.NOT_FOUND, "text/plain", f"no page {target}; pages: {known}\n".encode(), method
+        path = unquote(target.split("?", 1)[0])
+        found = self._route(path)
         try:
-            content_type, body = route()
+            page = found[0](found[1]) if found is not None else None
         except Exception:
             log.exception("the page %s failed", target)
             return HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain", b"internal error\n", method
-        return HTTPStatus.OK, content_type, body, method
+        if page is None:
+            known = ", ".join(sorted(self._routes))
+            return HTTPStatus.NOT_FOUND, "text/plain", f"no page {path}; pages: {known}\n".encode(), method
+        return HTTPStatus.OK, page[0], page[1], method
+
+    def _route(self, path: str) -> tuple[Route, str] | None:
+        if path in self._routes:
+            return self._routes[path], ""
+        prefixes = [p for p in self._routes if p.endswith("/") and p != "/" and path.startswith(p)]
+        if not prefixes:
+            return None
+        prefix = max(prefixes, key=len)
+        return self._routes[prefix], path[len(prefix) :]

@@ -15,6 +15,7 @@ from typing import Any
 from groupstream.broker.authorizer import Authorizer
 from groupstream.broker.cleaner import LogCleaner
 from groupstream.broker.config import BrokerConfig, ConfigError, ListenerConfig
+from groupstream.broker.console import console_routes
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
 from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_factory
 from groupstream.broker.descriptors import nofile_limit, open_descriptors
@@ -174,7 +175,8 @@ class Broker:
                         f"cannot listen on {lc.host}:{lc.port} (listener {lc.name}): {e.strerror or e}"
                     ) from None
             if self.config.http is not None:
-                self.http = HttpServer({"/metrics": lambda: (METRICS_CONTENT_TYPE, self.metrics.exposition())})
+                self.http = HttpServer({"/metrics": lambda _: (METRICS_CONTENT_TYPE, self.metrics.exposition()),
+                                        **console_routes(self)})  # fmt: skip
                 try:
                     self.config.http = await self.http.start(*self.config.http)
                 except OSError as e:
@@ -205,7 +207,8 @@ class Broker:
                  len(self.credentials.snapshot()))  # fmt: skip
         log.info("connection limits: %s", limits.describe())
         if self.config.http is not None:
-            log.info("metrics on http://%s:%d/metrics", *self.config.http)
+            log.info("console on http://%s:%d/ and metrics on http://%s:%d/metrics", *self.config.http,
+                     *self.config.http)  # fmt: skip
 
     def _tls_context(self, lc: ListenerConfig) -> ssl.SSLContext | None:
         security = lc.security
