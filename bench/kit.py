@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -244,6 +245,13 @@ APACHE_DEFAULTS: dict[str, str] = {
 }
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM ends the bench through SystemExit, so its ``with`` blocks stop the brokers it started (they run in
+    sessions of their own, which a signal to the bench does not reach)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 class Broker:
     """One broker process for a bench: ours or Tansu (``support.brokers.BrokerProcess``), or a single Apache
     Kafka node (``support.apache_kafka``) with Kafka's start-script JVM options and thread counts."""
@@ -253,6 +261,7 @@ class Broker:
     ) -> None:
         self.name = name
         self._proc: Any
+        _exit_on_sigterm()
         if name == APACHE:
             from support.apache_kafka import ApacheKafkaCluster, fetch_jars
             from support.kafka_config import KAFKA_SERVER_JVM_OPTIONS
