@@ -580,6 +580,8 @@ def test_consumer_regex_subscription(
 MIXED_STEPS = ("a classic member joins the consumer group", "a consumer member joins the classic group")
 # Deliberate: our DescribeGroups describes a consumer group too (for tools that speak only DescribeGroups);
 # Kafka 4 reports it as no classic group (KIP-1043: Dead before v6, GROUP_ID_NOT_FOUND from v6).
+# After MIXED_STEPS, Kafka's classic group has become a consumer group (its members' kind), ours has not.
+LIST_STEP = "the run's groups listed"
 DESCRIBE_STEPS = ("the consumer group seen by DescribeGroups", "the consumer group seen by DescribeGroups v6")
 
 
@@ -597,11 +599,19 @@ def mixed_protocols(s: Script) -> None:
     k = ClassicMember(classic, "k")
     form_classic(classic, [k], PARTITIONS, prefix="classic group")
     ConsumerMember(classic, "b", s.ids["b"]).heartbeat(MIXED_STEPS[1])
+    s.list_groups(LIST_STEP)
 
 
 def test_mixed_protocols(ours: BrokerProcess, apache_node: ApacheKafkaCluster | ExternalKafkaCluster) -> None:
     mine, theirs = run_both(mixed_protocols, ours, apache_node, unique("km"))
-    compare(mine, theirs, deliberate=MIXED_STEPS + DESCRIBE_STEPS)
+    compare(mine, theirs, deliberate=(*MIXED_STEPS, *DESCRIBE_STEPS, LIST_STEP))
+    listed = {
+        side: {g[0]: g[1:] for g in step(steps, LIST_STEP)}
+        for side, steps in (("ours", mine), ("Apache", theirs))
+    }
+    assert listed["ours"].pop("<group>-classic") == ("consumer", "Stable", "classic"), listed
+    assert listed["Apache"].pop("<group>-classic") == ("consumer", "Reconciling", "consumer"), listed
+    assert listed["ours"] == listed["Apache"], listed
     classic_join, consumer_join = (step(mine, n) for n in MIXED_STEPS)
     assert (classic_join["error"], consumer_join["error"]) == (
         "INCONSISTENT_GROUP_PROTOCOL",

@@ -60,6 +60,7 @@ VERSIONS: dict[str, int] = {
     "OffsetCommit": 9,
     "OffsetFetch": 9,
     "DescribeGroups": 5,
+    "ListGroups": 5,
     "ConsumerGroupHeartbeat": 1,
     "ConsumerGroupDescribe": 1,
 }
@@ -282,6 +283,15 @@ class Script:
         return {"error": err(g.error_code), "message": message, "state": g.group_state,
                 "protocol_type": g.protocol_type,
                 "protocol": g.protocol_data, "members": sorted(members, key=lambda x: str(x["member"]))}  # fmt: skip
+
+    def list_groups(self, step: str) -> list[tuple[str, str, str, str]]:
+        """ListGroups v5: this run's groups (named after the scenario's group), with protocol type, state
+        and type."""
+        r = self._admin().call("ListGroups", states_filter=[], types_filter=[])
+        assert r.error_code == 0, f"ListGroups: {err(r.error_code)}"
+        mine = sorted((g.group_id.replace(self.group, "<group>"), g.protocol_type, g.group_state, g.group_type)
+                      for g in r.groups if g.group_id.startswith(self.group))  # fmt: skip
+        return self.record(step, mine)
 
     def describe_classic(self, step: str, version: int | None = None) -> dict[str, Any]:
         return self.record(step, self.classic_view(self.describe_classic_raw(version)))
