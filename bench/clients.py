@@ -211,15 +211,22 @@ def consume_aiokafka(c: Case) -> float:
     return asyncio.run(run())
 
 
-def consume_java(c: Case) -> float:
-    """Java's KafkaConsumer (bench/java/ClientBench.java), assign mode, every value touched; it checks the sums."""
+def consume_java(c: Case, warm: bool = False) -> float:
+    """Java's KafkaConsumer (bench/java/ClientBench.java), assign mode, every value touched; it checks the sums.
+    ``warm``: the JVM reads the whole topic once, untimed, before the timed read (its JIT warmed up)."""
     props: dict[str, Any] = {"enable.auto.commit": "false", "auto.offset.reset": "earliest"}
     if c.matched:
         props["max.poll.records"] = MATCHED_POLL_RECORDS
+    if warm:
+        props["bench.warmup"] = "true"
     return java_client("consume", c.bootstrap, c.topic, c.partitions, c.n, c.size, props)
 
 
-OPT_IN = {"java"}  # run only when --clients names them
+def consume_java_warm(c: Case) -> float:
+    return consume_java(c, warm=True)
+
+
+OPT_IN = {"java", "java warm"}  # run only when --clients names them
 CONSUMERS: dict[str, Callable[[Case], float]] = {
     "groupstream poll": consume_groupstream,
     "groupstream poll_arrow": consume_groupstream_arrow,
@@ -227,6 +234,7 @@ CONSUMERS: dict[str, Callable[[Case], float]] = {
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
     "java": consume_java,
+    "java warm": consume_java_warm,
 }
 
 
@@ -292,11 +300,19 @@ def produce_confluent(c: Case, value: bytes, _table: Any) -> float:
                              warm_up=True)  # fmt: skip
 
 
-def produce_java(c: Case, value: bytes, _table: Any) -> float:
-    """Java's KafkaProducer (bench/java/ClientBench.java): the same keys, values of the same size."""
+def produce_java(c: Case, value: bytes, _table: Any, warm: bool = False) -> float:
+    """Java's KafkaProducer (bench/java/ClientBench.java): the same keys, values of the same size. ``warm``: the
+    JVM first produces the same run, untimed, to a topic of its own (its JIT warmed up)."""
     props = matched_producer(LINGER_MS, c.batch_size) if c.matched else {}
     props = {k: str(v).lower() if isinstance(v, bool) else v for k, v in props.items()}
+    if warm:
+        create_topic(c.bootstrap, f"{c.topic}-warm-up", c.partitions)
+        props["bench.warmup.topic"] = f"{c.topic}-warm-up"
     return java_client("produce", c.bootstrap, c.topic, c.partitions, c.n, c.size, props)
+
+
+def produce_java_warm(c: Case, value: bytes, table: Any) -> float:
+    return produce_java(c, value, table, warm=True)
 
 
 def produce_aiokafka(c: Case, value: bytes, _table: Any) -> float:
@@ -358,6 +374,7 @@ def producers() -> dict[str, Callable[[Case, bytes, Any], float]]:
     out.update(confluent=produce_confluent, aiokafka=produce_aiokafka)
     out["kafka-python"] = produce_kafka_python
     out["java"] = produce_java
+    out["java warm"] = produce_java_warm
     return out
 
 
@@ -458,10 +475,12 @@ def main() -> int:
     print(text)
     if args.write_results:
         title = "" if args.section == "clients" else f": {args.clients}"
-        java = "" if not runs("java") else (
+        java = "" if not (runs("java") or runs("java warm")) else (
             " Java: KafkaConsumer/KafkaProducer of kafka-clients " + kafka_version() + " (bench/java/ClientBench.java, "
             "compiled with javac at run time), a fresh JVM with its default options per run, timing itself the way "
-            "the Python clients are timed (the JVM start and the warm-up record are not counted).")  # fmt: skip
+            "the Python clients are timed (the JVM start and the warm-up record are not counted); `java warm` first runs "
+            "the same produce (to a topic of its own) or read, untimed, in the same JVM, so its JIT has compiled "
+            "the client's hot paths.")  # fmt: skip
         write_section(args.section, f"## Client throughput{title} (`bench/clients.py`)\n\n{env}. One broker (ours), "
                                     f"one run, {args.partitions} partitions; fastest of {args.repeat}. Consumers in "
                                     f"assign mode from offset 0, touching every value. Producers: keyed records, "

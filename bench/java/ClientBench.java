@@ -8,7 +8,9 @@
 //   from the first send() to the end of flush(); every record must be acknowledged.
 // consume: assign mode over every partition from offset 0; timed from the first poll() until <records> have
 //   been read, every value touched (its length summed); the sum must be <records> x <value size>.
-// The key=value pairs are client properties on top of bootstrap.servers and the byte-array (de)serializers.
+// The key=value pairs are client properties on top of bootstrap.servers and the byte-array (de)serializers, except
+// bench.warmup.topic=T (produce: the same run into topic T first, untimed, so the JIT has compiled the client's hot
+// paths) and bench.warmup=true (consume: the whole topic read once first, untimed, then again from offset 0).
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -41,9 +43,20 @@ public final class ClientBench {
             int eq = args[i].indexOf('=');
             props.put(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
-        double seconds = mode.equals("produce")
-            ? produce(props, topic, records, size)
-            : consume(props, topic, partitions, records, size);
+        String warmTopic = (String) props.remove("bench.warmup.topic");
+        boolean warmRead = Boolean.parseBoolean((String) props.remove("bench.warmup"));
+        double seconds;
+        if (mode.equals("produce")) {
+            if (warmTopic != null) {
+                produce(props, warmTopic, records, size);
+            }
+            seconds = produce(props, topic, records, size);
+        } else {
+            if (warmRead) {
+                consume(props, topic, partitions, records, size);
+            }
+            seconds = consume(props, topic, partitions, records, size);
+        }
         System.out.println("{\"seconds\": " + seconds + "}");
     }
 
