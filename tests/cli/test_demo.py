@@ -3,6 +3,7 @@ pipeline into Parquet, and its exactly-once check, in under two minutes on this 
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -21,6 +22,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert "check passed: all 60,000 page views counted exactly once" in proc.stdout
     assert "consumer group groupstream-demo" in proc.stdout
+    assert re.search(r"console: http://127\.0\.0\.1:\d+/groups/groupstream-demo while the demo runs", proc.stdout)
+    assert re.search(r"lag of groupstream-demo: 0 records behind across \d+ partitions", proc.stdout), proc.stdout
     assert elapsed < 120, f"the demo took {elapsed:.1f}s"
     table = pq.read_table(tmp_path / "data" / "demo" / "pipeline" / "output")
     assert sum(table.column("views").to_pylist()) == 60_000  # the Parquet table itself, read without Spark

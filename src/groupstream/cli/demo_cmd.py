@@ -64,11 +64,13 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("the demo runs on Spark: pip install 'groupstream[spark]'") from None
     started = time.monotonic()
-    with _broker(args) as bootstrap:
+    with _broker(args) as (bootstrap, console):
         events = _events(args)
         _prepare(bootstrap, args.data_dir)
         stdout.print(f"[bold]groupstream demo[/]: broker {bootstrap}, Spark {args.master}, "
                      f"{len(events) - 1:,} page views into {TOPIC!r} ({PARTITIONS} partitions)")  # fmt: skip
+        if console is not None:
+            stdout.print(f"console: {console}/groups/{GROUP} while the demo runs (metrics at {console}/metrics)")
         spark = _spark(args.master)
         try:
             rows, lag = _run_pipeline(spark, bootstrap, events, args)
@@ -79,13 +81,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _broker(args: argparse.Namespace) -> Iterator[str]:
+def _broker(args: argparse.Namespace) -> Iterator[tuple[str, str | None]]:
+    """The bootstrap address, and the embedded broker's console (None for a broker of the user's)."""
     if args.bootstrap_server:
-        yield args.bootstrap_server
+        yield args.bootstrap_server, None
         return
     from groupstream.cli.embedded import EmbeddedBroker  # the broker's modules load only when embedded
 
-    config = BrokerConfig(data_dir=args.data_dir / "broker", host="127.0.0.1", port=0)
+    config = BrokerConfig(data_dir=args.data_dir / "broker", host="127.0.0.1", port=0, http=("127.0.0.1", 0))
     config.apply({"group.initial.rebalance.delay.ms": "0"})
     broker = EmbeddedBroker(config)
     try:
@@ -93,7 +96,8 @@ def _broker(args: argparse.Namespace) -> Iterator[str]:
     except OSError as e:  # data dir not writable, no free port, ...
         raise UserError(f"cannot start the embedded broker with data in {args.data_dir}: {e}") from None
     with broker:
-        yield broker.bootstrap
+        http = config.http  # the port bound once started
+        yield broker.bootstrap, f"http://{http[0]}:{http[1]}" if http is not None else None
 
 
 def _events(args: argparse.Namespace) -> list[PageView]:
@@ -283,6 +287,8 @@ def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[PageV
     for p, (committed, end) in sorted(lag.items()):
         lag_table.add_row(TOPIC, str(p), str(committed), str(end), str(end - committed if committed >= 0 else "-"))
     stdout.print(lag_table)
+    behind = sum(end - committed if committed >= 0 else end for committed, end in lag.values())
+    stdout.print(f"lag of {GROUP}: {behind:,} records behind across {len(lag)} partitions of {TOPIC}")
 
     total = sum(expected.values())
     missing = sum((expected - got).values())
