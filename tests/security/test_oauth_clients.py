@@ -25,6 +25,7 @@ from tls_pki import Pki
 
 from groupstream.broker.node import Broker
 from support.inprocess import running_broker
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat]
 
@@ -334,3 +335,66 @@ def test_acls_apply_to_the_tokens_subject(oauth: OAuthBroker) -> None:
         except KafkaException as e:  # pragma: no cover - the message says why
             raise AssertionError(f"alice could not grant bob WRITE: {e}") from None
     assert produce_as_bob() is None
+
+
+# --- tokens that expire: the clients re-authenticate with fresh ones (KIP-368) ---------------------------------------
+
+TOKEN_LIFETIME_S = 4
+
+
+def fresh_token(o: OAuthBroker) -> tuple[str, int]:
+    """A token and its expiry (whole seconds, as in the token: a client told a later expiry than the token's
+    would refresh it too late)."""
+    claims = o.issuer.claims("alice", time.time(), TOKEN_LIFETIME_S)
+    return o.issuer.sign(claims), claims["exp"]
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_clients_reauthenticate_with_fresh_tokens_before_theirs_expire(oauth: OAuthBroker, client: str,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """The session lasts as long as the token (connections.max.reauth.ms is not set): each client learns that from
+    SaslAuthenticate, fetches a new token and re-authenticates in time, and keeps producing over the same
+    connection for several token lifetimes; the broker never closes one for an expired session."""
+    caplog.set_level(logging.DEBUG, "groupstream.broker")
+    topic = f"reauth-{client}-{uuid.uuid4().hex[:6]}"
+    span = 3.5 * TOKEN_LIFETIME_S
+    if client == "confluent":
+        from confluent_kafka import Producer
+
+        acked: list[bool] = []
+        conf = {**librdkafka_conf(oauth, "signed"), "linger.ms": 0,
+                "oauth_cb": lambda _config: (*fresh_token(oauth), "alice")}  # fmt: skip
+        producer = Producer(conf)
+        started = time.monotonic()
+
+        def step() -> bool:
+            producer.produce(topic, b"x", on_delivery=lambda err, _msg: acked.append(err is None))
+            producer.poll(0.05)
+            return time.monotonic() - started > span
+
+        wait_until(step, 60, f"{span} s of traffic")
+        assert producer.flush(10) == 0
+        assert len(acked) > 20 and all(acked), f"{acked.count(False)} of {len(acked)} records failed"
+    else:
+        from kafka import KafkaProducer
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        class Fresh(AbstractTokenProvider):
+            def token(self) -> str:
+                return fresh_token(oauth)[0]
+
+        kw = {**python_kwargs(oauth, "signed"), "sasl_oauth_token_provider": Fresh()}
+        producer = KafkaProducer(**kw)
+        sent = 0
+        try:
+            deadline = time.monotonic() + span
+            while time.monotonic() < deadline:  # steady traffic across more than three token lifetimes
+                producer.send(topic, b"x").get(timeout=10)
+                sent += 1
+                time.sleep(0.05)  # the traffic's pace, not a wait for a condition
+        finally:
+            producer.close()
+        assert sent > 20
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum(" re-authenticated on SASL_SSL://" in m for m in messages) >= 2, "fewer than two re-authentications"
+    assert not [m for m in messages if "expired" in m], "the broker closed a connection for an expired session"
