@@ -488,3 +488,88 @@ def test_session_never_authenticates_garbage(tokens: list[bytes], version: int) 
             assert outcome.client_message and outcome.reason
             return
         assert isinstance(outcome, Challenge) and json.loads(outcome.token) == {"status": "invalid_token"}
+
+
+# --- Kafka's JAAS entry for the unsecured validator -----------------------------------------------------------------
+
+JAAS_KEY = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
+HANDLER_KEY = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
+
+
+def test_jaas_entry_grammar() -> None:
+    from groupstream.security.jaas import JaasEntry, parse_jaas
+
+    entry = parse_jaas('org.example.Login  Required a="x y" b=z c="q\\"uote\\\\" ;')
+    assert entry == JaasEntry("org.example.Login", "required", {"a": "x y", "b": "z", "c": 'q"uote\\'})
+    assert "x y" not in repr(entry), "options may hold secrets"
+    assert parse_jaas("m optional;").options == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "must be '<LoginModule class> <flag>"),
+        ("m required", "must be '<LoginModule class> <flag>"),
+        ("m always;", "'always' after m is not a control flag"),
+        ('m required a="x"', "must end with ';'"),
+        ('m required a=;', "expected key=\"value\" or ';'"),
+        ('m required a "x";', "expected key=\"value\" or ';'"),
+        ('m required a="x;', "an unclosed quote"),
+        ("m required; n required;", "more than one login module entry"),
+    ],
+)
+def test_jaas_mistakes_are_named(text: str, why: str) -> None:
+    from groupstream.security.jaas import JaasError, parse_jaas
+
+    with pytest.raises(JaasError, match=why):
+        parse_jaas(text)
+
+
+def test_unsecured_validator_options_come_from_kafkas_jaas_entry() -> None:
+    v = listener_security(**{HANDLER_KEY: UNSECURED_CLASS, JAAS_KEY: (
+        'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin" '
+        'unsecuredValidatorPrincipalClaimName="principal" unsecuredValidatorScopeClaimName="scp" '
+        'unsecuredValidatorRequiredScope="LOGIN_TO_KAFKA other" unsecuredValidatorAllowableClockSkewMs="3000";')})  # fmt: skip
+    assert v == UnsecuredValidator("principal", "scp", 3000, ("LOGIN_TO_KAFKA", "other"))
+    assert listener_security(**{HANDLER_KEY: UNSECURED_CLASS}) == UnsecuredValidator()
+
+
+@pytest.mark.parametrize(
+    ("jaas", "why"),
+    [
+        ("org.example.Other required;", "names login module org.example.Other"),
+        ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+         "unsecuredValidatorAllowableClockSkewMs=\"soon\";", "unsecuredValidatorAllowableClockSkewMs must be an integer"),
+        ("OAuthBearerLoginModule", "must be '<LoginModule class> <flag>"),
+    ],
+)  # fmt: skip
+def test_jaas_property_mistakes_are_named(jaas: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        listener_security(**{HANDLER_KEY: UNSECURED_CLASS, JAAS_KEY: jaas})
+
+
+def test_a_missing_required_scope_answers_insufficient_scope() -> None:
+    s = session(validator=UnsecuredValidator(required_scope=("LOGIN_TO_KAFKA",)))
+    challenge = login(s, unsecured({"sub": "alice", "exp": NOW_S + 60, "scope": "read"}))
+    assert isinstance(challenge, Challenge)
+    assert challenge.token == b'{"status":"insufficient_scope", "scope":"[LOGIN_TO_KAFKA]"}'
+    failed = s.authenticate(b"\x01", 1, NOW)
+    assert isinstance(failed, AuthFailed) and failed.client_message.startswith(
+        '{"status":"insufficient_scope", "scope":"[LOGIN_TO_KAFKA]"}: the token\'s scope [\'read\'] lacks \'LOGIN_TO_KAFKA\'')
+    ok = login(session(validator=UnsecuredValidator(required_scope=("a",))),
+               unsecured({"sub": "alice", "exp": NOW_S + 60, "scope": ["a", "b"]}))  # fmt: skip
+    assert isinstance(ok, Authenticated)
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=120), st.builds(lambda d: d.decode("latin-1"), messages),
+                 st.sampled_from(['m required a="x";', 'm required a=b c="d\\"e";']).map(lambda t: t[:-1] + '"')))  # fmt: skip
+def test_jaas_parser_raises_only_its_own_error(text: str) -> None:
+    from groupstream.security.jaas import JaasError, parse_jaas
+
+    try:
+        entry = parse_jaas(text)
+    except JaasError as e:
+        assert str(e)
+    else:
+        assert entry.module and entry.flag

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from groupstream.security.jaas import JaasError, parse_jaas
 from groupstream.security.oauthbearer import (
     JwksError,
     JwksValidator,
@@ -89,6 +90,11 @@ OAUTH_PROPERTIES = (
     "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name",
 )
+OAUTH_JAAS = "oauthbearer.sasl.jaas.config"
+"""The broker's JAAS entry for OAUTHBEARER (listener-prefixed, as in Kafka): Kafka's ``OAuthBearerLoginModule``, whose
+``unsecuredValidator*`` options set the unsecured validator; its other options (the broker's own login) are not
+needed here and are ignored."""
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_HANDLER = "oauthbearer.sasl.server.callback.handler.class"
 """Kafka's switch between its validators; listener-prefixed only (``listener.name.<name>.`` + this), as in Kafka."""
 UNSECURED_HANDLER = (
@@ -288,13 +294,14 @@ def _oauth_validator(props: Mapping[str, str], spec: ListenerSpec) -> TokenValid
     handler_key = prefix + OAUTH_HANDLER
     handler = props.get(handler_key, "").strip()
     jwks = get("sasl.oauthbearer.jwks.endpoint.url")
+    jaas = _login_options(props, prefix + OAUTH_JAAS)
     if handler == UNSECURED_HANDLER:
         if jwks is not None and jwks[0].startswith(prefix):
             raise SecurityConfigError(
                 f"{handler_key} selects unsecured tokens, but {jwks[0]} is set too: remove one (unsecured tokens are "
                 f"for tests only; a global sasl.oauthbearer.jwks.endpoint.url is left to the other listeners)"
             )
-        return UnsecuredValidator()
+        return _unsecured(jaas, prefix + OAUTH_JAAS)
     if handler and handler not in SECURED_HANDLERS:
         raise SecurityConfigError(
             f"{handler_key} {handler!r} is not a validator this broker has: use {SECURED_HANDLERS[0]} (signed tokens, "
@@ -328,6 +335,30 @@ def _oauth_validator(props: Mapping[str, str], spec: ListenerSpec) -> TokenValid
     )
 
 
+def _login_options(props: Mapping[str, str], key: str) -> dict[str, str]:
+    if key not in props:
+        return {}
+    try:
+        entry = parse_jaas(props[key])
+    except JaasError as e:
+        raise SecurityConfigError(f"{key}: {e}") from None
+    if entry.module != LOGIN_MODULE:
+        raise SecurityConfigError(f"{key} names login module {entry.module}; OAUTHBEARER's is {LOGIN_MODULE}")
+    return entry.options
+
+
+def _unsecured(options: Mapping[str, str], key: str) -> UnsecuredValidator:
+    """Kafka's unsecured validator options, from the JAAS entry (their defaults are Kafka's: ``sub``, ``scope``,
+    no required scope, no clock skew)."""
+    skew = options.get("unsecuredValidatorAllowableClockSkewMs", "").strip()
+    return UnsecuredValidator(
+        sub_claim=options.get("unsecuredValidatorPrincipalClaimName", "").strip() or "sub",
+        scope_claim=options.get("unsecuredValidatorScopeClaimName", "").strip() or "scope",
+        clock_skew_ms=_int(f"{key} unsecuredValidatorAllowableClockSkewMs", skew, 0) if skew else 0,
+        required_scope=tuple(options.get("unsecuredValidatorRequiredScope", "").split()),
+    )
+
+
 def check_property(name: str) -> bool:
     """Whether ``name`` is a security property this module reads (prefixed ones included)."""
     if name in GLOBAL_PROPERTIES or name in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
@@ -335,7 +366,9 @@ def check_property(name: str) -> bool:
     if name.startswith("listener.name."):
         rest = name[len("listener.name.") :]
         _, dot, key = rest.partition(".")
-        if key == OAUTH_HANDLER or (key.startswith("oauthbearer.") and key[len("oauthbearer.") :] in OAUTH_PROPERTIES):
+        if key in (OAUTH_HANDLER, OAUTH_JAAS) or (
+            key.startswith("oauthbearer.") and key[len("oauthbearer.") :] in OAUTH_PROPERTIES
+        ):
             return True
         return bool(dot) and key in LISTENER_PROPERTIES
     return False

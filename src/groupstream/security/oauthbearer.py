@@ -140,7 +140,20 @@ def parse_client_response(message: bytes) -> ClientResponse:
 
 
 class InvalidToken(Exception):
-    """The token did not validate; the message says why (it is told to the client after the JSON error)."""
+    """The token did not validate; the message says why (it is told to the client after the JSON error).
+    ``status`` and ``scope`` are RFC 7628's error fields (``insufficient_scope`` names the scope required)."""
+
+    def __init__(self, reason: str, status: str = "invalid_token", scope: Sequence[str] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.scope = scope
+
+    def error_json(self) -> str:
+        """RFC 7628's error, as Kafka's OAuthBearerSaslServer writes it."""
+        text = f'{{"status":"{self.status}"'
+        if self.scope is not None:
+            text += f', "scope":"[{", ".join(self.scope)}]"'
+        return text + "}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +269,7 @@ class UnsecuredValidator:
     sub_claim: str = "sub"
     scope_claim: str = "scope"
     clock_skew_ms: int = 0
+    required_scope: tuple[str, ...] = ()
 
     def validate(self, token: str, now_ms: int) -> ValidToken:
         head, body, signature = _split(token)
@@ -267,7 +281,12 @@ class UnsecuredValidator:
             raise InvalidToken("an unsecured token (alg 'none') must have an empty signature")
         claims = _json_object(body, "claims")
         expires, issued = _check_times(claims, now_ms, self.clock_skew_ms, require_iat=False)
-        return ValidToken(_subject(claims, self.sub_claim), expires, _scope(claims, self.scope_claim), issued)
+        valid = ValidToken(_subject(claims, self.sub_claim), expires, _scope(claims, self.scope_claim), issued)
+        missing = [s for s in self.required_scope if s not in valid.scope]
+        if missing:
+            raise InvalidToken(f"the token's scope {sorted(valid.scope)} lacks {missing[0]!r} (required: "
+                               f"{' '.join(self.required_scope)})", "insufficient_scope", self.required_scope)  # fmt: skip
+        return valid
 
     def describe(self) -> str:
         return "unsecured tokens (alg none)"

@@ -157,6 +157,7 @@ class SaslSession:
             raise ValueError("OAUTHBEARER is enabled without a token validator")
         self._oauth = oauth
         self._oauth_error: str | None = None  # why the token failed, once the JSON error was sent
+        self._oauth_json = INVALID_TOKEN_JSON
         self._expiry_cause = ""
         self.enabled = tuple(enabled)
         self.max_reauth_ms = max_reauth_ms
@@ -307,9 +308,9 @@ class SaslSession:
         if failed is not None:
             self._oauth_error = None
             if token == ERROR_ACK:
-                return self._fail(f"{INVALID_TOKEN_JSON}: {failed}", f"invalid token: {failed}")
+                return self._fail(f"{self._oauth_json}: {failed}", f"invalid token: {failed}")
             return self._fail(
-                f"{INVALID_TOKEN_JSON}: {failed}",
+                f"{self._oauth_json}: {failed}",
                 f"invalid token: {failed} (and the client answered the error with {len(token)} bytes, not \\x01)",
             )
         generic = GENERIC_FAILURE.replace("during authentication", f"during {self._what()}")
@@ -322,7 +323,8 @@ class SaslSession:
             valid = self._oauth.validate(response.token, now_ms)
         except InvalidToken as e:
             self._oauth_error = str(e)
-            return Challenge(INVALID_TOKEN_JSON.encode())
+            self._oauth_json = e.error_json()
+            return Challenge(self._oauth_json.encode())
         self.user = valid.principal_name
         if response.authzid and response.authzid != valid.principal_name:
             message = (
