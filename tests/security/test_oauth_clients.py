@@ -1,6 +1,6 @@
 """SASL/OAUTHBEARER with real clients against our broker: confluent-kafka (librdkafka's unsecured JWT builder, and
 signed tokens from an ``oauth_cb``), kafka-python and aiokafka (their token providers) create a topic, produce and
-consume it back in a consumer group, over SASL_PLAINTEXT with unsecured tokens and over SASL_SSL with tokens signed
+consume it back in a consumer group (and kcat, librdkafka 2.0.2, with the unsecured builder), over SASL_PLAINTEXT with unsecured tokens and over SASL_SSL with tokens signed
 by a key of the broker's JWKS file. Then refusals (an expired token, the wrong audience, a signature by a key the
 JWKS file does not have), which each client sees as an authentication failure saying why, and ACLs: the token's
 subject is the principal they apply to.
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -208,11 +210,29 @@ def run_aiokafka(o: OAuthBroker, mode: str, topic: str, group: str, values: list
     return asyncio.run(main())
 
 
-RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+def run_kcat(o: OAuthBroker, mode: str, topic: str, group: str, values: list[bytes]) -> list[bytes]:
+    """kcat (Debian's, librdkafka 2.0.2) with librdkafka's unsecured JWT builder: the produce auto-creates the
+    topic, -G consumes in a group."""
+    path = shutil.which("kcat")
+    assert path is not None, "kcat is not installed: run `make system-deps` (apt-get install kcat)"
+    args = [path, "-b", f"127.0.0.1:{o.port(mode)}"]
+    for key, value in librdkafka_conf(o, mode).items():
+        if key != "bootstrap.servers":
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args += ["-X", f"{'sasl.mechanisms' if key == 'sasl.mechanism' else key}={text}"]
+    produced = subprocess.run([*args, "-P", "-t", topic], input=b"\n".join(values) + b"\n", capture_output=True,
+                              timeout=60)  # fmt: skip
+    assert produced.returncode == 0, produced.stderr.decode(errors="replace")
+    consumed = subprocess.run([*args, "-G", group, "-o", "beginning", "-e", "-q", "-f", "%s\n", topic],
+                              capture_output=True, timeout=90)  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr.decode(errors="replace")
+    return consumed.stdout.splitlines()
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("client", CLIENTS)
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "kcat": run_kcat}
+
+
+@pytest.mark.parametrize(("client", "mode"), [(c, m) for c in CLIENTS for m in MODES] + [("kcat", "unsecured")])
 def test_produce_consume_in_a_group_and_admin(oauth: OAuthBroker, client: str, mode: str,
                                               caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     caplog.set_level(logging.DEBUG, "groupstream.broker.auth")
