@@ -5,9 +5,8 @@ network thread."""
 from __future__ import annotations
 
 import time
-from types import TracebackType
-from typing import Self
 
+from groupstream.client.closing import ClosesOnExit
 from groupstream.client.net.network_thread import ApplicationEvent
 from groupstream.client.producer.deliveries import Deliveries
 from groupstream.client.producer.errors import ProducerClosedError
@@ -22,7 +21,7 @@ class _Flush(ApplicationEvent):
         self.begin = begin
 
 
-class Lifecycle(Deliveries):
+class Lifecycle(Deliveries, ClosesOnExit):
     def _process_event(self, event: ApplicationEvent, now_ms: int) -> None:
         """An event from the application thread, on the network thread."""
         if isinstance(event, _Flush):
@@ -76,11 +75,3 @@ class Lifecycle(Deliveries):
 
         self._thread.close(timeout_ms, undelivered)
         self._serve_deliveries()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
