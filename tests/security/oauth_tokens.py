@@ -46,6 +46,10 @@ class Issuer:
     def claims(self, sub: str, now_s: float, lifetime_s: float = 3600, **extra: Any) -> dict[str, Any]:
         return {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": int(now_s), "exp": int(now_s + lifetime_s), **extra}
 
+    def sign_any(self, claims: dict[str, Any]) -> str:
+        """Any claims, even ones PyJWT's encoder would refuse (an issuer that is not a string): signed as bytes."""
+        return jwt.PyJWS().encode(json.dumps(claims).encode(), self.rsa, "RS256", headers={"kid": "rsa-1"})
+
     def sign(self, claims: dict[str, Any], key: str = "rsa", kid: str | None = None) -> str:
         if key == "rsa":
             return jwt.encode(claims, self.rsa, "RS256", headers={"kid": kid or "rsa-1"})

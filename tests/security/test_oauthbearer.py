@@ -95,6 +95,9 @@ def test_unsecured_token_as_librdkafka_makes_it() -> None:
         (unsecured({"sub": "a"}), "no 'exp' claim"),
         (unsecured({"sub": "a", "exp": "soon"}), "'exp' claim is not a number"),
         (unsecured({"sub": "a", "exp": True}), "'exp' claim is not a number"),
+        (unsecured({"sub": "a", "exp": 10**400}), "'exp' claim is out of range"),
+        (unsecured({"sub": "a", "exp": 1e300}), "'exp' claim is out of range"),
+        (unsecured({"sub": "a", "exp": NOW_S + 60, "iat": -1e300}), "'iat' claim is out of range"),
         (unsecured({"exp": NOW_S + 60}), "no subject: no 'sub' claim"),
         (unsecured({"sub": " ", "exp": NOW_S + 60}), "subject claim 'sub' is not a non-empty string"),
         (unsecured({"sub": 7, "exp": NOW_S + 60}), "subject claim 'sub' is not a non-empty string"),
@@ -573,3 +576,32 @@ def test_jaas_parser_raises_only_its_own_error(text: str) -> None:
         assert str(e)
     else:
         assert entry.module and entry.flag
+
+
+claim_values = st.one_of(st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(), st.text(max_size=5),
+                         st.lists(st.text(max_size=3), max_size=3), st.dictionaries(st.text(max_size=2), st.integers(),
+                                                                                      max_size=2))  # fmt: skip
+claim_sets = st.dictionaries(st.sampled_from(["sub", "exp", "iat", "nbf", "scope", "iss", "aud"]), claim_values)
+
+
+@FUZZ
+@given(claims=claim_sets, header=st.dictionaries(st.sampled_from(["alg", "kid", "typ"]), claim_values))
+def test_unsecured_validator_on_any_claims(claims: dict[str, object], header: dict[str, object]) -> None:
+    try:
+        valid = UnsecuredValidator().validate(unsecured(claims, {"alg": "none", **header}), NOW)
+    except InvalidToken as e:
+        assert str(e)
+    else:
+        assert header.get("alg", "none") == "none" and valid.principal_name == str(claims["sub"]).strip()
+        assert valid.expires_at_ms > NOW
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(claims=claim_sets)
+def test_jwks_validator_on_any_signed_claims(issuer: Issuer, jwks_url: str, claims: dict[str, object]) -> None:
+    try:
+        valid = validator(jwks_url).validate(issuer.sign_any(claims), NOW)
+    except InvalidToken as e:
+        assert str(e)
+    else:
+        assert claims["iss"] == ISSUER and valid.expires_at_ms > NOW

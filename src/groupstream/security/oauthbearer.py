@@ -205,9 +205,20 @@ def _number(claims: Mapping[str, Any], name: str, required: bool) -> float | Non
         if required:
             raise InvalidToken(f"the token has no '{name}' claim")
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"the token's '{name}' claim is not a number of seconds: {value!r}")
-    return float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or abs(seconds) > _MAX_SECONDS:
+        raise InvalidToken(f"the token's '{name}' claim is out of range: {str(value)[:40]}")
+    return seconds
+
+
+_MAX_SECONDS = 2**53 / 1000
+"""Times beyond this many seconds (about 285,000 years) are refused: their milliseconds would not fit the int64
+fields (SaslAuthenticate's session lifetime) they end up in."""
 
 
 def _ms(seconds: float) -> int:
