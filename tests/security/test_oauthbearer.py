@@ -372,6 +372,7 @@ def test_jwks_properties_build_the_validator(jwks_url: str) -> None:
         "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.clock.skew.seconds": "5",
         "sasl.oauthbearer.clock.skew.seconds": "99",
         "sasl.oauthbearer.sub.claim.name": "client_id",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",  # Kafka's, for HTTP endpoints: accepted
     })  # fmt: skip
     assert isinstance(v, JwksValidator)
     assert (v.expected_issuer, v.expected_audiences, v.clock_skew_ms, v.sub_claim) == (
@@ -409,6 +410,8 @@ def test_a_client_that_ignores_the_error_is_closed_saying_why() -> None:
         ({"sasl.oauthbearer.jwks.endpoint.url": "JWKS", "sasl.oauthbearer.clock.skew.seconds": "-1"},
          "clock.skew.seconds must be at least 0"),
         ({"sasl.oauthbearer.jwks.endpoint.url": "JWKS", "sasl.oauthbearer.sub.claim.name": " "}, "is empty"),
+        ({"sasl.oauthbearer.jwks.endpoint.url": "JWKS", "sasl.oauthbearer.jwks.endpoint.refresh.ms": "hourly"},
+         "sasl.oauthbearer.jwks.endpoint.refresh.ms must be an integer"),
     ],
 )  # fmt: skip
 def test_property_mistakes_are_named(jwks_url: str, props: dict[str, str], why: str) -> None:

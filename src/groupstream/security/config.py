@@ -82,6 +82,13 @@ _SSL_PROPERTIES = (
     "ssl.cipher.suites",
     "ssl.principal.mapping.rules",
 )
+JWKS_HTTP_PROPERTIES = (
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+)
+"""These steer Kafka's fetching of an HTTP JWKS endpoint; Kafka reads a ``file:`` JWKS once, as we do, so they are
+checked and otherwise unused (a Kafka configuration loads unchanged)."""
 OAUTH_PROPERTIES = (
     "sasl.oauthbearer.jwks.endpoint.url",
     "sasl.oauthbearer.expected.issuer",
@@ -89,6 +96,7 @@ OAUTH_PROPERTIES = (
     "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name",
+    *JWKS_HTTP_PROPERTIES,
 )
 OAUTH_JAAS = "oauthbearer.sasl.jaas.config"
 """The broker's JAAS entry for OAUTHBEARER (listener-prefixed, as in Kafka): Kafka's ``OAuthBearerLoginModule``, whose
@@ -316,6 +324,10 @@ def _oauth_validator(props: Mapping[str, str], spec: ListenerSpec) -> TokenValid
         keys = load_jwks(jwks[1])
     except JwksError as e:
         raise SecurityConfigError(str(e)) from None
+    for name in JWKS_HTTP_PROPERTIES:
+        given = get(name)
+        if given is not None:
+            _int(given[0], given[1], 0)
     skew = get("sasl.oauthbearer.clock.skew.seconds")
     issuer = get("sasl.oauthbearer.expected.issuer")
     audience = get("sasl.oauthbearer.expected.audience")
