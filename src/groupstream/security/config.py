@@ -13,7 +13,8 @@
   ``.scope.claim.name``; each may also be given as ``listener.name.<name>.oauthbearer.<property>``, as in Kafka.
   Unsecured tokens (tests only) take Kafka's own switch,
   ``listener.name.<name>.oauthbearer.sasl.server.callback.handler.class=`` its
-  ``OAuthBearerUnsecuredValidatorCallbackHandler``. Kafka falls back to that unsecured handler when nothing is
+  ``OAuthBearerUnsecuredValidatorCallbackHandler``, with the ``unsecuredValidator*`` options of
+  ``listener.name.<name>.oauthbearer.sasl.jaas.config``. Kafka falls back to that unsecured handler when nothing is
   configured; we refuse to start instead, so that no broker accepts self-made tokens by omission.
 
 Errors are `SecurityConfigError` naming the property.
