@@ -169,8 +169,6 @@ class TokenValidator(Protocol):
 
     def validate(self, token: str, now_ms: int) -> ValidToken: ...
 
-    def describe(self) -> str: ...
-
 
 def _b64url(part: str, what: str) -> bytes:
     if "=" in part.rstrip("=") or "+" in part or "/" in part:
@@ -298,9 +296,6 @@ class UnsecuredValidator:
             raise InvalidToken(f"the token's scope {sorted(valid.scope)} lacks {missing[0]!r} (required: "
                                f"{' '.join(self.required_scope)})", "insufficient_scope", self.required_scope)  # fmt: skip
         return valid
-
-    def describe(self) -> str:
-        return "unsecured tokens (alg none)"
 
 
 # --- JWKS ---------------------------------------------------------------------------------------------------------
@@ -448,6 +443,3 @@ class JwksValidator:
             return payload
         which = f"the key {kid!r}" if kid is not None else f"any {kty} key"
         raise InvalidToken(f"the token's signature ({alg}) does not verify with {which} of {self.source}")
-
-    def describe(self) -> str:
-        return f"signed tokens checked with {self.source}"
