@@ -259,14 +259,14 @@ def test_cli_topics_and_groups_against_the_cluster(
             "every replica in sync",
         )
         admin.alter_group_offsets(classic, {(topic, 0): 2})  # a classic group (Empty) beside it
-    listed = {r["topic"]: r for r in _table(ok("topics", "list", *bs))}
-    assert listed[topic]["partitions"] == "4"
+    listed = {r["TOPIC"]: r for r in _table(ok("topics", "list", *bs))}
+    assert listed[topic]["PARTITIONS"] == "4"
     out = ok("topics", "describe", topic, *bs)
-    rows = [r for r in _table(out.split("configs of")[0]) if r.get("partition")]
-    assert sorted(int(r["partition"]) for r in rows) == list(range(partitions))
+    rows = [r for r in _table(out.split("configs of")[0]) if r.get("PARTITION")]
+    assert sorted(int(r["PARTITION"]) for r in rows) == list(range(partitions))
     for r in rows:
-        replicas, isr = set(r["replicas"].split(",")), set(r["isr"].split(","))
-        assert len(replicas) == 3 and isr == replicas and r["leader"] in replicas, r
+        replicas, isr = set(r["REPLICAS"].split(",")), set(r["ISR"].split(","))
+        assert len(replicas) == 3 and isr == replicas and r["LEADER"] in replicas, r
 
     p = Producer({"bootstrap.servers": first})
     producers.append(p)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -41,3 +42,32 @@ def user_error(*args: str, stdin: bytes | None = None) -> str:
     lines = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(lines) == 1, proc.stderr
     return lines[0]
+
+
+_HEADER_NAME = re.compile(r"^[A-Z0-9#][A-Z0-9#()\- ]*$")
+
+
+def plain_tables(output: str) -> list[list[dict[str, str]]]:
+    """The tables of a command's piped output (``groupstream.cli.tables``' plain format: a header of capitals,
+    columns two spaces apart, rows until a blank line), each as rows of cells by header; cells are cut at the
+    header's column starts, so a value may hold single spaces."""
+    tables: list[list[dict[str, str]]] = []
+    columns: list[tuple[str, int]] | None = None
+    for line in output.splitlines():
+        if columns is not None:
+            if not line.strip():
+                columns = None
+                continue
+            starts = [s for _, s in columns] + [len(line) + 1]
+            tables[-1].append({name: line[starts[i]:starts[i + 1]].strip() for i, (name, _) in enumerate(columns)})
+            continue
+        names = re.split(r"\s{2,}", line.strip())
+        if len(names) >= 2 and all(_HEADER_NAME.match(n) for n in names):
+            found, at = [], 0
+            for n in names:
+                at = line.index(n, at)
+                found.append((n, at))
+                at += len(n)
+            columns = found
+            tables.append([])
+    return tables

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from cli_runner import ok, user_error
+from cli_runner import ok, plain_tables, user_error
 from confluent_kafka import Consumer, Producer
 
 from groupstream.client.admin import Admin, ConsumerGroupDescription, NewTopic
@@ -30,18 +30,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 def _tables(output: str) -> list[list[dict[str, str]]]:
-    """Each rich table of ``output`` as its rows, cells by column header (headers sit between ┃ bars,
-    cells between │ bars)."""
-    tables: list[list[dict[str, str]]] = []
-    header: list[str] = []
-    for line in output.splitlines():
-        if "┃" in line:
-            header = [c.strip() for c in line.split("┃")][1:-1]
-            tables.append([])
-        elif "│" in line:
-            cells = [c.strip() for c in line.split("│")][1:-1]
-            tables[-1].append(dict(zip(header, cells, strict=True)))
-    return tables
+    return plain_tables(output)
 
 
 def _table(output: str) -> list[dict[str, str]]:

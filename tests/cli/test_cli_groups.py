@@ -8,12 +8,13 @@ OffsetDelete, so those views are checked on ours only).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from cli_runner import ok, run_cli, user_error
+from cli_runner import ok, plain_tables, run_cli, user_error
 from confluent_kafka import Consumer, Producer
 
 from groupstream.client.admin import Admin, NewTopic
@@ -43,14 +44,8 @@ def any_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 
 def _rows(output: str) -> list[list[str]]:
-    """The cells of every table body row (rich draws cells between box bars)."""
-    out = []
-    for line in output.splitlines():
-        if "│" not in line:
-            continue
-        cells = [c.strip() for c in line.split("│")][1:-1]
-        out.append(cells)
-    return out
+    """The cells of every table body row, as the piped (plain) output has them."""
+    return [list(row.values()) for table in plain_tables(output) for row in table]
 
 
 def _topic_with_records(bs: str) -> str:
@@ -131,6 +126,17 @@ def test_list_and_describe_views(our_broker: BrokerProcess) -> None:
     assert f"Consumer group {group!r} has no active members." in out
     assert all(r[6:] == ["-", "-", "-"] for r in _rows(out))
     assert _rows(ok("groups", "describe", group, "--state", *bs))[0][3] == "Empty"
+
+    # piped, the output is Kafka's plain columns, whole at any width (no box, nothing cut), grep-able
+    assert not set("│┃━…") & set(out)
+    header = next(line for line in out.splitlines() if line.startswith("GROUP"))
+    assert header.split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                              "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+    # Kafka's spelling of the group, and the same rows as JSON for programs
+    as_json = ok("groups", "describe", "--group", group, "--format", "json", *bs)
+    (doc,) = [json.loads(line) for line in as_json.splitlines() if line.startswith("{")]
+    assert [[r[k] or "-" for k in r] for r in doc["rows"]] == _rows(out)
+    assert "--group" in user_error("groups", "describe", *bs)
 
 
 def test_reset_and_delete(any_broker: BrokerProcess) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from cli_runner import ok
+from cli_runner import ok, plain_tables
 
 from support.brokers import BrokerProcess
 
@@ -13,12 +13,12 @@ pytestmark = pytest.mark.broker_ours
 
 
 def _row(output: str, first_cell: str) -> list[str]:
-    """The cells of the table row that starts with ``first_cell`` (rich draws cells between box bars)."""
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.replace("┃", "│").split("│")]
-        cells = [c for c in cells if c]
-        if cells and cells[0] == first_cell:
-            return cells
+    """The cells of the table row that starts with ``first_cell`` in the piped (plain) output."""
+    for table in plain_tables(output):
+        for row in table:
+            cells = list(row.values())
+            if cells[0] == first_cell:
+                return cells
     raise AssertionError(f"no row starting with {first_cell!r} in:\n{output}")
 
 

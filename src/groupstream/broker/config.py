@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,36 +265,7 @@ class BrokerConfig:
                     raise ConfigError(str(e)) from None
                 self.group_properties = candidate
             else:
-                known = sorted(
-                    [
-                        "auto.create.topics.enable",
-                        "num.partitions",
-                        "node.id",
-                        "socket.request.max.bytes",
-                        "log.retention.check.interval.ms",
-                        "offsets.topic.num.partitions",
-                        "offsets.topic.segment.bytes",
-                        "log.cleaner.enable",
-                        "log.cleaner.backoff.ms",
-                        "max.connections",
-                        "max.connections.per.ip",
-                        "connections.max.idle.ms",
-                        "queued.max.request.bytes",
-                        "listeners",
-                        "advertised.listeners",
-                        "listener.security.protocol.map",
-                        "listener.name.<name>.<ssl.* or sasl property>",
-                        "connection.failed.authentication.delay.ms",
-                        "sasl.server.max.receive.size",
-                        "authorizer.class.name",
-                        "super.users",
-                        "allow.everyone.if.no.acl.found",
-                        *sorted(LISTENER_PROPERTIES),
-                        *GROUP_PROPERTY_NAMES,
-                        *_LOG_DEFAULT_NAMES,
-                    ]
-                )
-                raise ConfigError(f"unknown broker property {name!r}; known: {', '.join(known)}")
+                raise ConfigError(unknown_property(name))
 
 
 # The authorizers Kafka ships, by the class names users put in server.properties: either turns ACLs on here.
@@ -319,6 +291,47 @@ def _principals(name: str, value: str) -> frozenset[str]:
     if bad:
         raise ConfigError(f"{name}: {bad[0]!r} is not a principal (write User:<name>; separate several with ';')")
     return frozenset(out)
+
+
+def known_properties() -> list[str]:
+    """Every broker property ``--set`` accepts, by its Kafka name (``groupstream broker --list-properties``)."""
+    return sorted(
+        [
+            "auto.create.topics.enable",
+            "num.partitions",
+            "node.id",
+            "socket.request.max.bytes",
+            "log.retention.check.interval.ms",
+            "offsets.topic.num.partitions",
+            "offsets.topic.segment.bytes",
+            "log.cleaner.enable",
+            "log.cleaner.backoff.ms",
+            "max.connections",
+            "max.connections.per.ip",
+            "connections.max.idle.ms",
+            "queued.max.request.bytes",
+            "listeners",
+            "advertised.listeners",
+            "listener.security.protocol.map",
+            "listener.name.<name>.<ssl.* or sasl property>",
+            "connection.failed.authentication.delay.ms",
+            "sasl.server.max.receive.size",
+            "authorizer.class.name",
+            "super.users",
+            "allow.everyone.if.no.acl.found",
+            *sorted(LISTENER_PROPERTIES),
+            *GROUP_PROPERTY_NAMES,
+            *_LOG_DEFAULT_NAMES,
+        ]
+    )
+
+
+def unknown_property(name: str) -> str:
+    """The error for a property we do not know: the closest known names first, then where to see them all."""
+    known = known_properties()
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"unknown broker property {name!r}; {hint}groupstream broker --list-properties lists the {len(known)} known"
 
 
 def _spec(lc: ListenerConfig) -> ListenerSpec:

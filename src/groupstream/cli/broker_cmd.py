@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from groupstream.broker.config import BrokerConfig, ConfigError, parse_hostport
+from groupstream.broker.config import BrokerConfig, ConfigError, known_properties, parse_hostport
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("broker", help="run the embedded Kafka-protocol broker")
-    p.add_argument("--data-dir", required=True, type=Path, help="directory for the log and the catalog")
+    p.add_argument("--data-dir", type=Path, help="directory for the log and the catalog (required to run)")
+    p.add_argument("--list-properties", action="store_true",
+                   help="print every broker property --set accepts, by its Kafka name, and exit")  # fmt: skip
     p.add_argument("--listen", action="append", default=None, metavar="[PROTOCOL://]HOST:PORT",
                    help="a listener, in Kafka's syntax: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL://HOST:PORT; a bare "
                         f"HOST:PORT is PLAINTEXT; port 0 picks a free one (repeatable; default {DEFAULT_LISTEN})")  # fmt: skip
@@ -54,6 +56,11 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_properties:
+        print("\n".join(known_properties()))
+        return 0
+    if args.data_dir is None:
+        raise ConfigError("--data-dir is required: the directory for the log and the catalog")
     from groupstream.broker.node import Broker
     from groupstream.broker.run import run as run_broker
 

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from groupstream.cli.common import add_bootstrap, open_admin, stderr, stdout
 from groupstream.cli.errors import UserError
+from groupstream.cli.tables import add_format, show
 from groupstream.client.admin import (
     Admin,
     ConsumerGroupDescription,
@@ -49,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ls.set_defaults(func=list_, command_name="groups list")
 
     d = gsub.add_parser("describe", help="committed offsets, lag and owners per partition (or members, state)")
-    d.add_argument("groups", nargs="+", metavar="group")
+    _group_args(d, several=True)
     view = d.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true", help="one row per member instead of per partition")
     view.add_argument("--state", action="store_true", help="the group's coordinator, strategy, state, size")
@@ -59,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     d.set_defaults(func=describe, command_name="groups describe")
 
     r = gsub.add_parser("reset-offsets", help="move a group's committed offsets (only while it has no members)")
-    r.add_argument("group")
+    _group_args(r, several=False)
     which = r.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,...]",
                        help="a topic, or some of its partitions (T:0,1 or T:0-3); repeatable")  # fmt: skip
@@ -77,19 +78,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.set_defaults(func=reset_offsets, command_name="groups reset-offsets")
 
     rm = gsub.add_parser("delete", help="delete groups and their offsets (only groups without members)")
-    rm.add_argument("groups", nargs="+", metavar="group")
+    _group_args(rm, several=True)
     rm.set_defaults(func=delete, command_name="groups delete")
 
     do = gsub.add_parser("delete-offsets", help="delete a group's offsets of some topics")
-    do.add_argument("group")
+    _group_args(do, several=False)
     do.add_argument("--topic", action="append", type=_topic_spec, required=True, metavar="TOPIC[:P,...]")
     do.set_defaults(func=delete_offsets, command_name="groups delete-offsets")
 
     for sp in (ls, d, r, rm, do):
         add_bootstrap(sp)
+        add_format(sp)
 
 
 # --- argument types --------------------------------------------------------------------------------------
+
+
+def _group_args(p: argparse.ArgumentParser, several: bool) -> None:
+    """The group(s) as a positional argument or, as Kafka's tools spell it, ``--group G`` (repeatable where
+    several are taken); `_named_groups` merges both into ``args.groups`` / ``args.group``."""
+    p.add_argument("positional_groups", nargs="*", metavar="group")
+    p.add_argument("--group", action="append", dest="option_groups", default=[], metavar="GROUP",
+                   help="the group (Kafka's spelling; the same as naming it)" + ("; repeatable" if several else ""))  # fmt: skip
+    p.set_defaults(several_groups=several)
+
+
+def _named_groups(args: argparse.Namespace) -> None:
+    named = [*args.positional_groups, *args.option_groups]
+    if not named:
+        raise UserError("name a group (as an argument or with --group)")
+    if args.several_groups:
+        args.groups = named
+    elif len(named) > 1:
+        raise UserError(f"one group at a time, got {len(named)}: {', '.join(named)}")
+    else:
+        args.group = named[0]
 
 
 def _state(text: str) -> str:
@@ -153,7 +176,7 @@ def list_(args: argparse.Namespace) -> int:
         # a broker before ListGroups v5 reports no type: it has classic groups only
         table.add_row(g.group_id, g.group_type or "classic", g.protocol_type or "-",
                       g.state or states.get(g.group_id, "-"))  # fmt: skip
-    stdout.print(table)
+    show(table, args)
     return 0
 
 
@@ -163,6 +186,7 @@ _REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Recon
 
 
 def describe(args: argparse.Namespace) -> int:
+    _named_groups(args)
     with open_admin(args) as admin:
         descs = admin.describe_groups(args.groups)
         offsets = {g: admin.list_group_offsets(g) for g in args.groups}
@@ -171,12 +195,13 @@ def describe(args: argparse.Namespace) -> int:
         if missing:
             raise UserError(f"consumer group {missing[0]!r} does not exist")
         if args.state:
-            _state_view([descs[g] for g in args.groups], consumer, args.verbose)
+            _state_view([descs[g] for g in args.groups], consumer, args)
         elif args.members:
-            _members_view([descs[g] for g in args.groups], consumer, args.verbose)
+            _members_view([descs[g] for g in args.groups], consumer, args)
         else:
             for g in args.groups:
-                _offsets_view(admin, consumer.get(g) or descs[g], {tp: om.offset for tp, om in offsets[g].items()})
+                _offsets_view(admin, consumer.get(g) or descs[g], {tp: om.offset for tp, om in offsets[g].items()},
+                              args)  # fmt: skip
     return 0
 
 
@@ -212,7 +237,10 @@ def _notes(group_id: str, state: str, members: int) -> None:
 
 
 def _offsets_view(
-    admin: Admin, desc: GroupDescription | ConsumerGroupDescription, committed: Mapping[TopicPart, int]
+    admin: Admin,
+    desc: GroupDescription | ConsumerGroupDescription,
+    committed: Mapping[TopicPart, int],
+    args: argparse.Namespace,
 ) -> None:
     _notes(desc.group_id, desc.state, len(desc.members))
     owners = desc.owners()
@@ -236,26 +264,27 @@ def _offsets_view(
     for m in desc.members:
         if m.member_id not in owning:
             table.add_row(desc.group_id, "-", "-", "-", "-", "-", m.member_id, m.client_host, m.client_id)
-    stdout.print(table)
+    show(table, args)
 
 
 def _members_view(
-    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], verbose: bool
+    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], args: argparse.Namespace
 ) -> None:
     """Kafka's member rows. With --verbose a consumer group's members get Kafka 4's columns (CURRENT-EPOCH,
     CURRENT-ASSIGNMENT, TARGET-EPOCH, TARGET-ASSIGNMENT) and their state, in a table of their own."""
-    if not verbose:
-        _members_table([consumer.get(d.group_id, d) for d in descs], verbose)
+    if not args.verbose:
+        _members_table([consumer.get(d.group_id, d) for d in descs], args)
         return
     classic = [d for d in descs if d.group_id not in consumer]
     if classic:
-        _members_table(classic, verbose)
+        _members_table(classic, args)
     kip848 = [consumer[d.group_id] for d in descs if d.group_id in consumer]
     if kip848:
-        _consumer_members_table(kip848)
+        _consumer_members_table(kip848, args)
 
 
-def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription], verbose: bool) -> None:
+def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription], args: argparse.Namespace) -> None:
+    verbose = args.verbose
     table = Table()
     cols = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if verbose else []) + ["HOST", "CLIENT-ID",
                                                                                    "#PARTITIONS"]
@@ -278,10 +307,10 @@ def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription],
                     by_topic.setdefault(t, []).append(p)
                 row.append(", ".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-")
             table.add_row(*row)
-    stdout.print(table)
+    show(table, args)
 
 
-def _consumer_members_table(groups: list[ConsumerGroupDescription]) -> None:
+def _consumer_members_table(groups: list[ConsumerGroupDescription], args: argparse.Namespace) -> None:
     table = Table()
     cols = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
             "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE")  # fmt: skip
@@ -296,7 +325,7 @@ def _consumer_members_table(groups: list[ConsumerGroupDescription]) -> None:
                 str(len(m.assignment)), str(m.member_epoch), _assignment_text(m.assignment),
                 str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state,
             )  # fmt: skip
-    stdout.print(table)
+    show(table, args)
 
 
 def _assignment_text(partitions: Iterable[TopicPart]) -> str:
@@ -308,11 +337,11 @@ def _assignment_text(partitions: Iterable[TopicPart]) -> str:
 
 
 def _state_view(
-    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], verbose: bool
+    descs: list[GroupDescription], consumer: Mapping[str, ConsumerGroupDescription], args: argparse.Namespace
 ) -> None:
     """Kafka's state row; with --verbose, or when a consumer group is among them, Kafka 4's GROUP-EPOCH and
     TARGET-ASSIGNMENT-EPOCH too (``-`` for classic groups, which have generations instead)."""
-    epochs = verbose or bool(consumer)
+    epochs = args.verbose or bool(consumer)
     table = Table()
     cols = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"]
     cols += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if epochs else []
@@ -329,7 +358,7 @@ def _state_view(
             row = [cg.group_id, f"{cg.coordinator} ({cg.coordinator_id})", cg.assignor_name or "-", cg.state,
                    str(cg.group_epoch), str(cg.assignment_epoch), str(len(cg.members))]  # fmt: skip
         table.add_row(*row)
-    stdout.print(table)
+    show(table, args)
 
 
 def _or_dash(v: int | None) -> str:
@@ -340,6 +369,7 @@ def _or_dash(v: int | None) -> str:
 
 
 def reset_offsets(args: argparse.Namespace) -> int:
+    _named_groups(args)
     with open_admin(args) as admin:
         desc = admin.describe_groups([args.group])[args.group]
         cg = _consumer_groups(admin, [desc]).get(args.group)  # Kafka 4 describes it only this way
@@ -359,7 +389,7 @@ def reset_offsets(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col in ("PARTITION", "NEW-OFFSET") else "left")
     for (t, p), o in sorted(new.items()):
         table.add_row(args.group, t, str(p), str(o))
-    stdout.print(table)
+    show(table, args)
     if args.execute:
         stdout.print(f"reset {len(new)} offset{'s' if len(new) != 1 else ''} of group {args.group!r}")
     elif not args.dry_run:
@@ -416,6 +446,7 @@ def _new_offsets(
 
 
 def delete(args: argparse.Namespace) -> int:
+    _named_groups(args)
     failures: list[str] = []
     with open_admin(args) as admin:
         for group in args.groups:
@@ -439,6 +470,7 @@ def _delete_failure(group: str, e: KafkaError) -> str:
 
 
 def delete_offsets(args: argparse.Namespace) -> int:
+    _named_groups(args)
     with open_admin(args) as admin:
         desc = admin.describe_groups([args.group])[args.group]
         committed = admin.list_group_offsets(args.group)
@@ -463,5 +495,5 @@ def delete_offsets(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col == "PARTITION" else "left")
     for t, p, status in rows:
         table.add_row(t, str(p), status)
-    stdout.print(table)
+    show(table, args)
     return 0

@@ -39,8 +39,24 @@ _COMMANDS = (
 __all__ = ["UserError", "build_parser", "main"]
 
 
+def version_text() -> str:
+    """The version, and which record decoder this installation runs (the C extension is built by pip when a
+    compiler is there; without it the pure-Python decoder and encoder run, several times slower)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from groupstream.protocol.records import record
+
+    try:
+        ours = version("groupstream")
+    except PackageNotFoundError:
+        ours = "(not installed)"
+    decoder = "C extension" if record.c_decoder_loaded() else "pure Python (the C extension is not built)"
+    return f"groupstream {ours}; record decoder: {decoder}; Python {sys.version.split()[0]}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="groupstream", description="Kafka consumer groups done right, in Python")
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in _COMMANDS:
         mod.add_parser(sub)

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from groupstream.cli.common import add_bootstrap, open_admin, parse_key_values, positive_int, stdout
 from groupstream.cli.errors import UserError
+from groupstream.cli.tables import add_format, show
 from groupstream.client.admin import NewTopic
 from groupstream.client.errors import KafkaError
 from groupstream.protocol.error_codes import ErrorCode
@@ -49,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     for sp in (c, ls, d, rm, ap):
         add_bootstrap(sp)
+        add_format(sp)
 
 
 def create(args: argparse.Namespace) -> int:
@@ -83,7 +85,7 @@ def list_(args: argparse.Namespace) -> int:
     table.add_column("topic id")
     for t in topics.values():
         table.add_row(t.name, str(t.partition_count), str(t.topic_id) if t.topic_id else "-")
-    stdout.print(table)
+    show(table, args)
     return 0
 
 
@@ -108,7 +110,7 @@ def describe(args: argparse.Namespace) -> int:
                 str(starts[(name, p.partition)].offset),
                 str(ends[(name, p.partition)].offset),
             )
-        stdout.print(table)
+        show(table, args)
         shown = [c for c in configs[name].values() if args.all_configs or not c.is_default]
         if shown:
             ct = Table(title=f"configs of {name}" + ("" if args.all_configs else " (overrides)"))
@@ -117,7 +119,7 @@ def describe(args: argparse.Namespace) -> int:
             ct.add_column("source")
             for c in shown:
                 ct.add_row(c.name, "(sensitive)" if c.is_sensitive else str(c.value), c.source)
-            stdout.print(ct)
+            show(ct, args)
         elif not args.all_configs:
             stdout.print(f"configs of {name}: all defaults (--all-configs shows them)")
     return 0

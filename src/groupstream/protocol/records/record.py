@@ -206,6 +206,11 @@ except ImportError:  # pragma: no cover - depends on the build
     _c_decode = _c_append_columns = None
 
 
+def c_decoder_loaded() -> bool:
+    """Whether the C decoder was built and loaded (``groupstream --version`` says which runs)."""
+    return _c_decode is not None
+
+
 def decode_batch_records(
     d: Buffer,
     count: int,
