@@ -19,7 +19,8 @@ from groupstream.spark.planning import TopicPartition
 
 __all__ = ["ADMIN_KEYS", "Cluster", "DataLossError", "topic_id"]
 
-ADMIN_KEYS = ("client.id", "request.timeout.ms", "connections.max.idle.ms", "socket.connection.setup.timeout.ms")
+# The client settings of the source options the driver's Admin takes (it keeps no idle connections to expire).
+ADMIN_KEYS = ("client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms")
 
 
 class DataLossError(RuntimeError):
