@@ -109,8 +109,13 @@ LOG4J2_PROPERTIES = log4j2_console(
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (what ``random-uuid`` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (what ``random-uuid`` prints).
+    Like Kafka's ``Uuid.randomUuid``, never one that starts with ``-``, which ``kafka-storage format -t`` would
+    take for an option (one start in 64 failed so)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def node_properties(
