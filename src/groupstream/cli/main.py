@@ -10,6 +10,7 @@ import sys
 from groupstream.broker.config import ConfigError
 from groupstream.cli import (
     broker_cmd,
+    console_cmd,
     consume_cmd,
     demo_cmd,
     groups_cmd,
@@ -34,6 +35,7 @@ _COMMANDS = (
     region_cmd,
     demo_cmd,
     users_cmd,
+    console_cmd,
 )
 
 __all__ = ["UserError", "build_parser", "main"]

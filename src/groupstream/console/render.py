@@ -32,7 +32,7 @@ class TopicRow:
     name: str
     partitions: int
     end_offsets: int
-    size_bytes: int
+    size_bytes: int | None  # None: not known (a client cannot ask Kafka for it without DescribeLogDirs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,10 @@ class _Raw(str):
 
 
 def front_page(topics: Sequence[TopicRow], groups: Sequence[GroupRow]) -> str:
-    topic_rows = [(t.name, t.partitions, f"{t.end_offsets:,}", f"{t.size_bytes:,}") for t in topics]
+    topic_rows = [
+        (t.name, t.partitions, f"{t.end_offsets:,}", "-" if t.size_bytes is None else f"{t.size_bytes:,}")
+        for t in topics
+    ]
     group_rows = [
         (_Raw(f'<a href="/groups/{escape(g.group_id, quote=True)}">{escape(g.group_id)}</a>'), g.protocol, g.state,
          g.members, "" if g.lag is None else f"{g.lag:,}")
