@@ -33,13 +33,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
-from groupstream.client.admin import Admin, NewTopic
-from groupstream.client.producer import Producer
 from kit import Broker, command_line, machine, os_load, write_section
+from spark_source import fill, records, spark_batch, spark_session, spark_stream
 from support.kafka_jars import cache_root
 
 POM = Path(__file__).resolve().parent / "spark_kafka" / "pom.xml"
@@ -79,74 +76,6 @@ def connector_jars() -> list[Path]:
     return jars
 
 
-def fill(bootstrap: str, topic: str, partitions: int, n: int, size: int) -> None:
-    """``n`` records keyed by their number (so every partition gets a share), random values of ``size`` bytes."""
-    import pyarrow as pa
-
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, partitions)])
-    data = os.urandom(size * n)
-    offsets = pa.py_buffer(pa.array(range(0, size * n + 1, size), pa.int32()).buffers()[1])
-    values = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(data)])
-    table = pa.table({"key": pa.array([b"%d" % i for i in range(n)], pa.binary()), "value": values})
-    with Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}) as producer:
-        producer.produce_arrow(table, topic)
-        if producer.flush(300):
-            raise RuntimeError("fill: records not delivered")
-
-
-def spark_session(jars: list[Path]) -> Any:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]").appName("groupstream-bench-connector")
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )  # fmt: skip
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _observed(df: Any, name: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    return df.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
-
-
-def batch(spark: Any, fmt: str, bootstrap: str, topic: str) -> tuple[float, tuple[int, int]]:
-    from pyspark.sql import Observation
-
-    df = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-          .option("startingOffsets", "earliest").load())  # fmt: skip
-    seen = Observation("read")
-    t0 = time.perf_counter()
-    _observed(df, seen).write.format("noop").mode("overwrite").save()
-    secs = time.perf_counter() - t0
-    return secs, (int(seen.get["rows"]), int(seen.get["size"] or 0))
-
-
-def stream(spark: Any, fmt: str, bootstrap: str, topic: str, checkpoint: Path) -> tuple[float, tuple[int, int]]:
-    df = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-          .option("startingOffsets", "earliest").load())  # fmt: skip
-    t0 = time.perf_counter()
-    query = (_observed(df, "read").writeStream.format("noop").option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())  # fmt: skip
-    query.awaitTermination()
-    secs = time.perf_counter() - t0
-    if query.exception() is not None:
-        raise RuntimeError(query.exception())
-    rows = size = 0
-    for progress in query.recentProgress:
-        metrics = (progress.get("observedMetrics") or {}).get("read")
-        if metrics:
-            rows += int(metrics["rows"] or 0)
-            size += int(metrics["size"] or 0)
-    return secs, (rows, size)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -165,18 +94,18 @@ def main() -> int:
     best: dict[tuple[str, str], float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-spark-connector-") as tmp, Broker("groupstream", Path(tmp)) as broker:
         bs = broker.bootstrap
-        fill(bs, "warmup", parts, 10_000, size)
-        fill(bs, "data", parts, n, size)
+        fill(bs, "warmup", parts, records(10_000, size))
+        fill(bs, "data", parts, records(n, size))
         spark = spark_session(jars)
         try:
             for fmt in FORMATS:
-                batch(spark, fmt, bs, "warmup")
-                stream(spark, fmt, bs, "warmup", Path(tmp) / f"warm-{fmt}")
+                spark_batch(spark, bs, "warmup", fmt)
+                spark_stream(spark, bs, "warmup", Path(tmp) / f"warm-{fmt}", fmt)
             for r in range(args.repeat):
                 for fmt in FORMATS:
                     for mode, (secs, got) in (
-                        ("batch", batch(spark, fmt, bs, "data")),
-                        ("stream", stream(spark, fmt, bs, "data", Path(tmp) / f"ck-{fmt}-{r}")),
+                        ("batch", spark_batch(spark, bs, "data", fmt)),
+                        ("stream", spark_stream(spark, bs, "data", Path(tmp) / f"ck-{fmt}-{r}", fmt)),
                     ):
                         if got != (n, n * size):
                             raise RuntimeError(f"{fmt} {mode}: read {got}, wrote {(n, n * size)}")

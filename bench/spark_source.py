@@ -39,6 +39,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,14 @@ def task_code_read(bootstrap: str, topic: str, end: dict[int, int]) -> tuple[flo
     return time.perf_counter() - t0, (rows, size)
 
 
-def spark_session() -> Any:
+def spark_session(jars: Sequence[Path] = ()) -> Any:
+    """``local[2]``; ``jars`` on ``spark.jars`` (bench/spark_connector.py gives Spark's Kafka connector)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.config("spark.jars", ",".join(map(str, jars))) if jars else SparkSession.builder
     spark = (
-        SparkSession.builder.master("local[2]").appName("groupstream-bench")
+        builder.master("local[2]").appName("groupstream-bench")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
@@ -137,11 +140,11 @@ def _observed(df: Any, name: str) -> Any:
     return df.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
 
 
-def spark_batch(spark: Any, bootstrap: str, topic: str) -> tuple[float, tuple[int, int]]:
+def spark_batch(spark: Any, bootstrap: str, topic: str, fmt: str = "groupstream") -> tuple[float, tuple[int, int]]:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    df = spark.read.format("groupstream").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+    df = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
     seen = Observation("read")
     observed = df.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
     t0 = time.perf_counter()
@@ -203,8 +206,10 @@ def ready_batch(rows: int, size: int, schema: Any) -> Any:
     ], schema=schema)  # fmt: skip
 
 
-def spark_stream(spark: Any, bootstrap: str, topic: str, checkpoint: Path) -> tuple[float, tuple[int, int]]:
-    df = spark.readStream.format("groupstream").option("kafka.bootstrap.servers", bootstrap).option(
+def spark_stream(
+    spark: Any, bootstrap: str, topic: str, checkpoint: Path, fmt: str = "groupstream"
+) -> tuple[float, tuple[int, int]]:
+    df = spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
         "subscribe", topic).option("startingOffsets", "earliest").load()  # fmt: skip
     t0 = time.perf_counter()
     query = _observed(df, "read").writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(
