@@ -21,6 +21,8 @@ from groupstream.assignment.types import TopicPartition
 from groupstream.client.consumer.commit_manager import OffsetAndMetadata
 from groupstream.client.consumer.fetch_buffer import FetchBuffer
 from groupstream.client.consumer.membership_api import StepDone
+from groupstream.client.consumer.metrics import ConsumerMetrics
+from groupstream.client.net.network_thread import monotonic_ms
 
 __all__ = ["ConsumerAssignmentTarget"]
 
@@ -36,6 +38,7 @@ class ConsumerAssignmentTarget:
         listener: Any,
         commit: CommitFn | None,
         on_network_thread: Callable[[Callable[[], None]], None],
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
         """``commit`` (None without auto commit) commits offsets and calls back on the network thread;
         ``on_network_thread(fn)`` runs ``fn`` there later (the listener runs on the application thread)."""
@@ -44,6 +47,7 @@ class ConsumerAssignmentTarget:
         self._commit = commit
         self._on_network_thread = on_network_thread
         self._paused_when_revoked: set[TopicPartition] = set()
+        self._metrics = metrics
 
     def owned_partitions(self) -> frozenset[TopicPartition]:
         return self._buffer.assignment()
@@ -52,6 +56,8 @@ class ConsumerAssignmentTarget:
         # KIP-822: an eager rebalance revokes everything and may give a partition straight back; it comes back
         # paused if it was paused
         self._paused_when_revoked |= self._buffer.paused() & partitions
+        if self._metrics is not None:
+            self._metrics.rebalance_started(monotonic_ms())
         positions = self._buffer.remove(partitions)
         log.info("revoking %s", sorted(partitions))
 
@@ -67,6 +73,8 @@ class ConsumerAssignmentTarget:
 
     def assign(self, assignment: frozenset[TopicPartition], added: frozenset[TopicPartition], done: StepDone) -> None:
         self._buffer.assign(assignment)
+        if self._metrics is not None:
+            self._metrics.rebalance_done(monotonic_ms())
         again_paused = sorted(self._paused_when_revoked & added)
         if again_paused:
             self._buffer.set_paused(again_paused, True)
@@ -75,6 +83,8 @@ class ConsumerAssignmentTarget:
         self._callback("on_partitions_assigned", added, done)
 
     def lose(self, partitions: frozenset[TopicPartition], done: StepDone) -> None:
+        if self._metrics is not None:
+            self._metrics.rebalance_started(monotonic_ms())
         self._buffer.remove(partitions)
         log.info("lost %s", sorted(partitions))
         name = "on_partitions_lost" if hasattr(self._listener, "on_partitions_lost") else "on_partitions_revoked"

@@ -19,6 +19,7 @@ from typing import Any
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.consumer.errors import CommitFailedError
 from groupstream.client.consumer.membership_api import NO_GROUP_IDENTITY, CommitIdentity, CoordinatorLocator
+from groupstream.client.consumer.metrics import ConsumerMetrics
 from groupstream.client.errors import KafkaError
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
@@ -63,6 +64,7 @@ class _Call:
     deadline_ms: int
     not_before_ms: int = 0
     in_flight: bool = False
+    sent_ms: int = 0
 
 
 class CommitManager:
@@ -81,6 +83,7 @@ class CommitManager:
         self._on_membership_error = on_membership_error
         self._left_group = left_group
         self._backoff_ms = retry_backoff_ms
+        self.metrics: ConsumerMetrics | None = None  # commit latencies, when the consumer measures them
         self._calls: list[_Call] = []
         self.closed = False
 
@@ -133,6 +136,7 @@ class CommitManager:
                 delay = wait if delay is None else min(delay, wait)
                 continue
             call.in_flight = True
+            call.sent_ms = now_ms
             requests.append(self._request(call, node))
         return PollResult(requests, next_poll_delay_ms=delay)
 
@@ -213,6 +217,8 @@ class CommitManager:
             tp, code = sorted(bad.items())[0]
             self._finish(call, None, KafkaError(code, resource=f"group {self.group_id!r} {tp}"))
             return
+        if self.metrics is not None:
+            self.metrics.committed(now - call.sent_ms, now)
         self._finish(call, dict(call.payload), None)
 
     def _on_fetch(self, call: _Call, response: ClientResponse) -> None:

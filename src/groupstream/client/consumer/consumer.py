@@ -29,6 +29,7 @@ from groupstream.client.consumer.coordinator_locator import GroupCoordinatorLoca
 from groupstream.client.consumer.errors import ConsumerClosedError, PartitionNotAssignedError
 from groupstream.client.consumer.fetch_buffer import FetchBuffer
 from groupstream.client.consumer.fetcher import Fetcher
+from groupstream.client.consumer.metrics import ConsumerMetrics
 from groupstream.client.consumer.offsets_manager import EARLIEST, LATEST, OffsetsManager
 from groupstream.client.consumer.records import ConsumerRecord, ConsumerRecords
 from groupstream.client.consumer.topic_lookup import TopicLookups
@@ -77,10 +78,15 @@ class Consumer:
                 net.retry_backoff_ms,
             )
         self._commits = commits
+        self._metrics = ConsumerMetrics(monotonic_ms)
+        if commits is not None:
+            commits.metrics = self._metrics
         self._offsets = OffsetsManager(self._buffer, self._metadata, commits, cfg.auto_offset_reset, cfg.isolation_level,
                                        net.retry_backoff_ms, cfg.default_api_timeout_ms)  # fmt: skip
         fetcher = Fetcher(cfg, self._buffer, self._metadata, self._offsets.out_of_range)
-        self._core = ConsumerCore(cfg, self._buffer, self._metadata, locator, commits, self._post)
+        fetcher.metrics = self._metrics
+        self._metrics.lag = lambda: fetcher.lags(self._buffer.positions())
+        self._core = ConsumerCore(cfg, self._buffer, self._metadata, locator, commits, self._post, self._metrics)
         managers: list[Any] = [self._core]
         if locator is not None and commits is not None:
             managers += [locator, commits]
@@ -204,9 +210,9 @@ class Consumer:
             records = self._buffer.drain(max_records)
             return bool(records)
 
-        if self._wait_for_records(timeout, take):
-            return ConsumerRecords(self._deserialize(records))
-        return ConsumerRecords([])
+        got = self._wait_for_records(timeout, take)
+        self._metrics.polled(len(records), monotonic_ms())
+        return ConsumerRecords(self._deserialize(records)) if got else ConsumerRecords([])
 
     def _wait_for_records(self, timeout: float | None, take: Callable[[], bool]) -> bool:
         """``poll``'s loop: run callbacks, raise pending errors, ``take()`` records; wait for some (at most
@@ -226,6 +232,14 @@ class Consumer:
                 raise WakeupError("wakeup() interrupted poll()")
             if not self._thread.alive:
                 self._check_open()
+
+    def metrics(self) -> dict[str, float]:
+        """The consumer's measurements by Kafka's metric names: ``records-lag-max`` (the largest lag among its
+        partitions, from the log ends its fetches saw), ``records-consumed-rate`` and ``-total``,
+        ``fetch-latency-avg``/``-max``, ``fetch-rate``, ``bytes-consumed-rate``, ``commit-latency-avg``/``-max``,
+        ``rebalance-total``, ``rebalance-latency-avg``/``-max``, ``last-poll-seconds-ago``; rates and averages
+        over the last minute."""
+        return self._metrics.snapshot()
 
     def run_callbacks(self) -> None:
         """Run due rebalance and commit callbacks and count as a poll for ``max.poll.interval.ms``, without

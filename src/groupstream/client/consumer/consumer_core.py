@@ -25,6 +25,7 @@ from groupstream.client.consumer.config import ConsumerConfig
 from groupstream.client.consumer.coordinator_locator import GroupCoordinatorLocator
 from groupstream.client.consumer.fetch_buffer import FetchBuffer
 from groupstream.client.consumer.membership_api import NO_GROUP_IDENTITY, CommitIdentity, MembershipManager
+from groupstream.client.consumer.metrics import ConsumerMetrics
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_thread import CompletableEvent
 from groupstream.client.net.requests import PollResult, min_delay
@@ -55,8 +56,10 @@ class ConsumerCore:
         locator: GroupCoordinatorLocator | None,
         commits: CommitManager | None,
         post: Callable[[Callable[[], None]], None],
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
         """``post(fn)`` hands ``fn`` to the network thread (from the application thread)."""
+        self.metrics = metrics
         self.cfg = config
         self.buffer = buffer
         self.metadata = metadata
@@ -90,6 +93,8 @@ class ConsumerCore:
             raise ValueError("subscribe() needs group.id: the group splits the partitions among its members")
         if self.membership is None:
             self.membership = self._new_membership(listener)
+            if self.metrics is not None:
+                self.metrics.rebalance_started(now_ms)
         self.topics, self.pattern = topics, pattern
         if pattern is None:
             self.metadata.set_topics(topics)
@@ -138,7 +143,7 @@ class ConsumerCore:
         cfg = self.cfg
         assert self.locator is not None and cfg.group_id is not None
         auto = self._commit_for_revocation if cfg.enable_auto_commit else None
-        target = ConsumerAssignmentTarget(self.buffer, listener, auto, self._post)
+        target = ConsumerAssignmentTarget(self.buffer, listener, auto, self._post, self.metrics)
         if cfg.group_protocol == "consumer":
             from groupstream.client.consumer.consumer_membership import (
                 ConsumerMembershipConfig,

@@ -20,6 +20,7 @@ from typing import Any
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.consumer.config import ConsumerConfig
 from groupstream.client.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from groupstream.client.consumer.metrics import ConsumerMetrics
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
@@ -65,6 +66,7 @@ class Fetcher:
         self._log_end: dict[TopicPartition, int] = {}  # the last fetch's high watermark (read_committed: LSO)
         self._retry_at_ms = 0
         self.closed = False
+        self.metrics: ConsumerMetrics | None = None
 
     def poll(self, now_ms: int) -> PollResult:
         try:
@@ -89,9 +91,15 @@ class Fetcher:
         if missing_leader:
             self._metadata.add_topics({tp.topic for tp in self._buffer.assignment()})
             self._metadata.request_update()
-        requests = [self._request(node, parts) for node, parts in sorted(by_node.items())]
+        requests = [self._request(node, parts, now_ms) for node, parts in sorted(by_node.items())]
         self._nodes_in_flight.update(by_node)
         return PollResult(requests, next_poll_delay_ms=self._cfg.network.retry_backoff_ms if missing_leader else None)
+
+    def lags(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Each partition's lag: the log end its last fetch reported (read_committed: the last stable offset)
+        minus ``positions``; partitions not fetched yet are left out."""
+        ends = dict(self._log_end)
+        return {tp: max(ends[tp] - pos, 0) for tp, pos in positions.items() if tp in ends}
 
     def _hold(self, candidates: list[tuple[TopicPartition, int]], full: list[TopicPartition]) -> set[TopicPartition]:
         """Partitions not to fetch yet: a leader's partitions that were all at the end of their log last time,
@@ -109,7 +117,7 @@ class Fetcher:
                 held.update(tp for tp, _ in parts)
         return held
 
-    def _request(self, node: int, parts: list[tuple[TopicPartition, int]]) -> UnsentRequest:
+    def _request(self, node: int, parts: list[tuple[TopicPartition, int]], now_ms: int) -> UnsentRequest:
         cfg = self._cfg
         R: Any = _FETCH.Request
         T = R.FetchTopic
@@ -137,14 +145,19 @@ class Fetcher:
         return UnsentRequest(
             _FETCH,
             body,
-            lambda response: self._on_response(node, positions, response),
+            lambda response: self._on_response(node, positions, response, now_ms),
             node_id=node,
             max_version=_MAX_FETCH_VERSION,
             timeout_ms=cfg.network.request_timeout_ms + cfg.fetch_max_wait_ms,
         )
 
-    def _on_response(self, node: int, positions: dict[TopicPartition, int], response: ClientResponse) -> None:
+    def _on_response(
+        self, node: int, positions: dict[TopicPartition, int], response: ClientResponse, sent_ms: int
+    ) -> None:
         self._nodes_in_flight.discard(node)
+        if self.metrics is not None and response.body is not None:
+            size = sum(len(pd.records or b"") for t in response.body.responses for pd in t.partitions)
+            self.metrics.fetched(response.received_ms - sent_ms, size, response.received_ms)
         if response.error is not None or response.body is None:
             log.debug("fetch from node %d failed: %s", node, response.error)
             self._fail(positions, response.received_ms)
