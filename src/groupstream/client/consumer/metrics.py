@@ -11,48 +11,12 @@ thread records what ``poll`` returned; one lock covers both, held for a few addi
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-WINDOW_MS = 60_000
+from groupstream.client.metrics_window import WINDOW_MS, Window
 
-
-class _Window:
-    """Values with their times over the last ``WINDOW_MS``: sum, count, max, and a rate per second."""
-
-    def __init__(self) -> None:
-        self._samples: deque[tuple[int, float]] = deque()
-
-    def add(self, now_ms: int, value: float) -> None:
-        self._samples.append((now_ms, value))
-        self._expire(now_ms)
-
-    def _expire(self, now_ms: int) -> None:
-        while self._samples and self._samples[0][0] <= now_ms - WINDOW_MS:
-            self._samples.popleft()
-
-    def avg(self, now_ms: int) -> float:
-        self._expire(now_ms)
-        return sum(v for _, v in self._samples) / len(self._samples) if self._samples else 0.0
-
-    def max(self, now_ms: int) -> float:
-        self._expire(now_ms)
-        return max((v for _, v in self._samples), default=0.0)
-
-    def rate(self, now_ms: int, started_ms: int) -> float:
-        """The values' sum per second, over the window (or the time since the start, when shorter)."""
-        self._expire(now_ms)
-        return sum(v for _, v in self._samples) * 1000.0 / _span(now_ms, started_ms)
-
-    def count_rate(self, now_ms: int, started_ms: int) -> float:
-        """How many values per second."""
-        self._expire(now_ms)
-        return len(self._samples) * 1000.0 / _span(now_ms, started_ms)
-
-
-def _span(now_ms: int, started_ms: int) -> int:
-    return max(min(now_ms - started_ms, WINDOW_MS), 1)
+__all__ = ["WINDOW_MS", "ConsumerMetrics"]
 
 
 class ConsumerMetrics:
@@ -60,11 +24,11 @@ class ConsumerMetrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._started = clock()
-        self._fetch_latency = _Window()
-        self._fetch_bytes = _Window()
-        self._consumed = _Window()
-        self._commit_latency = _Window()
-        self._rebalance_latency = _Window()
+        self._fetch_latency = Window()
+        self._fetch_bytes = Window()
+        self._consumed = Window()
+        self._commit_latency = Window()
+        self._rebalance_latency = Window()
         self._consumed_total = 0
         self._fetch_total = 0
         self._commit_total = 0

@@ -12,7 +12,7 @@ from typing import Any
 
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_client import NetworkClient
-from groupstream.client.net.network_thread import NetworkThread
+from groupstream.client.net.network_thread import NetworkThread, monotonic_ms
 from groupstream.client.producer import encode
 from groupstream.client.producer.accumulator import RecordAccumulator
 from groupstream.client.producer.batch import RECORD_OVERHEAD, DeliveryCallback
@@ -22,6 +22,7 @@ from groupstream.client.producer.future import DeliveryHandle, failed_handle
 from groupstream.client.producer.idempotence import IdempotenceManager
 from groupstream.client.producer.intake import PendingRecord, RecordIntake
 from groupstream.client.producer.memory import BufferMemory
+from groupstream.client.producer.metrics import ProducerMetrics
 from groupstream.client.producer.partitioner import Partitioner
 from groupstream.client.producer.record_metadata import RecordMetadata
 from groupstream.client.producer.sender import Sender
@@ -49,6 +50,7 @@ class ProducerCore:
     _custom: PartitionerFn | None
     _by_key: bool  # keyed records go to their key's partition
     _sender: Sender | None
+    _metrics: ProducerMetrics
     _idempotence: IdempotenceManager | None
     _intake: RecordIntake
     _client: NetworkClient
@@ -85,6 +87,7 @@ class ProducerCore:
         on_delivery: DeliveryCallback | None,
     ) -> DeliveryHandle:
         """The handle of a record that fails before it reaches a batch; its callback is due at the next poll."""
+        self._metrics.batch_done(1, True, monotonic_ms())
         p = -1 if partition is None else partition
         if on_delivery is not None:
             self._deliveries.put((on_delivery, error, RecordMetadata(topic, p, -1, timestamp)))

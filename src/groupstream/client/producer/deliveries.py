@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 
+from groupstream.client.net.network_thread import monotonic_ms
 from groupstream.client.producer.batch import ProducerBatch
 from groupstream.client.producer.core import Delivery, ProducerCore
 from groupstream.client.producer.intake import PendingRecord
@@ -20,6 +21,7 @@ class Deliveries(ProducerCore):
         self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None
     ) -> None:
         """The sender's report on a batch: written at ``base_offset`` (``error`` None) or failed."""
+        self._metrics.batch_done(batch.record_count, error is not None, monotonic_ms())
         if error is None:
             batch.outcome.succeed(base_offset, log_append_time)
         else:
@@ -49,6 +51,7 @@ class Deliveries(ProducerCore):
     def _record_failed(self, rec: PendingRecord, error: BaseException) -> None:
         """The intake's report on a handed-over record that gave up before it reached a batch."""
         topic, partition, _k, _v, timestamp, _h, outcome, callback, size = rec
+        self._metrics.batch_done(1, True, monotonic_ms())
         outcome.fail(error)
         if callback is not None:
             p = -1 if partition is None else partition
@@ -56,6 +59,13 @@ class Deliveries(ProducerCore):
         self._memory.release(size)
 
     # --- the application thread -------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """The producer's measurements by Kafka's metric names: ``record-send-rate``/``-total``,
+        ``record-error-rate``/``-total``, ``request-latency-avg``/``-max``, ``request-rate``/``-total``,
+        ``records-per-request-avg``, ``batch-size-avg``/``-max``, ``outgoing-byte-rate``; rates and averages
+        over the last minute."""
+        return self._metrics.snapshot()
 
     def poll(self, timeout: float | None = 0) -> int:
         """Run the delivery callbacks that are due, waiting up to ``timeout`` seconds (None: forever) for the

@@ -31,6 +31,7 @@ from groupstream.client.producer.idempotence import IdempotenceManager
 from groupstream.client.producer.intake import RecordIntake
 from groupstream.client.producer.lifecycle import Lifecycle
 from groupstream.client.producer.memory import BufferMemory
+from groupstream.client.producer.metrics import ProducerMetrics
 from groupstream.client.producer.partitioner import Partitioner
 from groupstream.client.producer.sender import Sender, SenderConfig
 
@@ -46,6 +47,7 @@ class Producer(BulkPaths, Lifecycle):
         self._records = queue.SimpleQueue()
         self._deliveries = queue.SimpleQueue()
         self._memory = BufferMemory(cfg.buffer_memory)
+        self._metrics = ProducerMetrics(monotonic_ms)
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
         self._serializing = cfg.key_serializer is not None or cfg.value_serializer is not None
@@ -92,6 +94,7 @@ class Producer(BulkPaths, Lifecycle):
             self._idempotence,
             self._batch_done,
         )
+        self._sender.metrics = self._metrics
         self._intake = RecordIntake(
             self._records,
             self._acc,

@@ -35,6 +35,7 @@ from groupstream.client.producer.batch import ProducerBatch
 from groupstream.client.producer.config import MAX_IDEMPOTENT_IN_FLIGHT
 from groupstream.client.producer.errors import ProducerTimeoutError
 from groupstream.client.producer.idempotence import IdempotenceManager
+from groupstream.client.producer.metrics import ProducerMetrics
 from groupstream.protocol.error_codes import ErrorCode, is_retriable
 from groupstream.protocol.messages import by_name
 
@@ -84,6 +85,7 @@ class Sender:
         self._metadata = metadata
         self._idem = idempotence
         self._on_done = on_done
+        self.metrics: ProducerMetrics | None = None
         self._node_in_flight: dict[int, int] = {}
         self._tp_in_flight: dict[tuple[str, int], int] = {}
         self._recovering_out: set[tuple[str, int]] = set()  # partitions with a resent batch in flight
@@ -188,10 +190,13 @@ class Sender:
             return R(transactional_id=None, acks=acks, timeout_ms=timeout, topic_data=topics)
 
         names_by_id = {i: t for t, i in ids.items() if i is not None}
+        if self.metrics is not None:
+            sizes = [b.size for b in batches]
+            self.metrics.request_sent(sum(b.record_count for b in batches), sum(sizes), sizes, now_ms)
         return UnsentRequest(
             _PRODUCE,
             body,
-            lambda response: self._on_response(node, batches, names_by_id, response),
+            lambda response: self._on_response(node, batches, names_by_id, response, now_ms),
             node_id=node,
             max_version=None if by_id else _MAX_VERSION_BY_NAME,
             expect_response=acks != 0,
@@ -205,8 +210,11 @@ class Sender:
         batches: list[ProducerBatch],
         names_by_id: dict[uuid.UUID, str],
         response: ClientResponse,
+        sent_ms: int,
     ) -> None:
         now = response.received_ms
+        if self.metrics is not None and response.error is None:
+            self.metrics.request_answered(now - sent_ms, now)
         self._node_in_flight[node] -= 1
         self._in_flight_batches -= len(batches)
         for b in batches:
