@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -22,13 +23,58 @@ stderr = Console(stderr=True, soft_wrap=True)
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                    help=f"broker to connect to (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--command-config", type=Path, default=None, metavar="FILE",
+                   help="client properties, as Kafka's tools take them (security.protocol, sasl.*, ssl.*, ...)")  # fmt: skip
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java properties file as Kafka's tools read ``--command-config``: ``key=value`` or ``key: value`` lines,
+    ``#`` and ``!`` comments, a trailing backslash continuing a line (JAAS entries often span lines)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--command-config {path}: {e.strerror or e}") from None
+    props: dict[str, str] = {}
+    pending = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = pending + raw.strip()
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = _split_property(line)
+        if not sep or not key:
+            raise UserError(f"--command-config {path}, line {number}: expected key=value, got {raw.strip()!r}")
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str, str]:
+    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+    if cut < 0:
+        return line, "", ""
+    return line[:cut].strip(), line[cut], line[cut + 1 :].strip()
+
+
+def client_config(args: argparse.Namespace, **settings: object) -> dict[str, object]:
+    """A client's configuration: ours, then the ``--command-config`` file's, then ``--bootstrap-server`` and
+    the command's own ``settings`` (keyword names with underscores for dots)."""
+    conf: dict[str, object] = {"client.id": "groupstream-cli"}
+    path = getattr(args, "command_config", None)
+    if path is not None:
+        conf.update(read_properties(path))
+    conf["bootstrap.servers"] = args.bootstrap_server
+    conf.update({k.replace("_", "."): v for k, v in settings.items()})
+    return conf
 
 
 def open_admin(args: argparse.Namespace) -> Admin:
     try:
-        return Admin({"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli"})
+        return Admin(client_config(args))
     except ClientConfigError as e:
-        raise UserError(f"--bootstrap-server: {e}") from None
+        raise UserError(f"{'--command-config' if getattr(args, 'command_config', None) else '--bootstrap-server'}: {e}") from None
 
 
 def positive_int(text: str) -> int:

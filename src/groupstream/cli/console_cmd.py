@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from groupstream.broker.config import parse_hostport
 from groupstream.broker.http import HttpServer
-from groupstream.cli.common import add_bootstrap, stderr
+from groupstream.cli.common import add_bootstrap, client_config, stderr
 from groupstream.cli.errors import UserError
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from groupstream.console.cluster import ClusterConsole
 
     host, port = parse_hostport(args.http, "--http")
-    console = ClusterConsole({"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-console"})
+    console = ClusterConsole({**client_config(args), "client.id": "groupstream-console"})
     try:
         asyncio.run(_serve(console, host, port, args.bootstrap_server))
     finally:

@@ -15,7 +15,14 @@ import json
 import sys
 from typing import Any
 
-from groupstream.cli.common import add_bootstrap, non_negative_int, open_admin, positive_int, stderr
+from groupstream.cli.common import (
+    add_bootstrap,
+    client_config,
+    non_negative_int,
+    open_admin,
+    positive_int,
+    stderr,
+)
 from groupstream.cli.errors import UserError
 from groupstream.client.consumer.consumer import Consumer
 from groupstream.client.consumer.records import ConsumerRecord
@@ -67,7 +74,7 @@ def _consume(args: argparse.Namespace, starts: dict[int, int], ends: dict[int, i
     out = sys.stdout
     count = 0
     topic = args.topic
-    config = {"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli", "enable.auto.commit": False}
+    config = client_config(args, enable_auto_commit=False)
     with Consumer(config) as consumer:
         consumer.assign([(topic, p) for p in starts], offsets={(topic, p): o for p, o in starts.items()})
         open_parts = {p for p in starts if args.follow or starts[p] < ends[p]}

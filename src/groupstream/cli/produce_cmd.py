@@ -24,6 +24,7 @@ from rich.table import Table
 from groupstream.cli.common import (
     COMPRESSIONS,
     add_bootstrap,
+    client_config,
     format_bytes,
     non_negative_int,
     open_admin,
@@ -142,8 +143,7 @@ def run(args: argparse.Namespace) -> int:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {args.topic!r} has {n} partition{'s' if n != 1 else ''}; "
                              f"there is no partition {args.partition}", resource=args.topic)  # fmt: skip
-    config = {"bootstrap.servers": args.bootstrap_server, "client.id": "groupstream-cli", "acks": args.acks,
-              "compression.type": args.compression, "batch.size": args.batch_size}  # fmt: skip
+    config = client_config(args, acks=args.acks, compression_type=args.compression, batch_size=args.batch_size)
     result = ProduceResult(args.topic)
     with ExitStack() as stack:
         producer = Producer(config)

@@ -8,7 +8,7 @@ topic, the page says so and shows the rest).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from groupstream.client.admin import Admin
@@ -23,8 +23,8 @@ _HISTORY_READ_S = 10.0  # the most a page waits to read a group's history
 
 
 class ClusterConsole:
-    def __init__(self, config: dict[str, str]) -> None:
-        self.config = config
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
         self.admin = Admin(config)
 
     def close(self) -> None:
