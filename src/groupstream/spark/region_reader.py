@@ -92,6 +92,7 @@ class RegionReaderCore:
         self._earliest = earliest
         self._membership: GroupMembership | None = None
         self._reported: set[DataLoss] = set()  # warned about once: a dropped batch plans them again
+        self._gone: set[tuple[str, str | None]] = set()  # (topic, id) of deleted topics warned about
 
     @property
     def membership(self) -> GroupMembership:
@@ -118,7 +119,13 @@ class RegionReaderCore:
         for loss in losses:
             if loss not in self._reported:
                 self._reported.add(loss)
-                log.warning("%s", warning_text(loss))
+                if loss.kind is LossKind.RECREATED and (loss.topic, loss.old_id) in self._gone:
+                    # seen deleted by an earlier plan, and warned about then: its return is the same event
+                    log.info("%s", warning_text(loss))
+                else:
+                    log.warning("%s", warning_text(loss))
+                if loss.kind is LossKind.GONE and loss.topic_gone:
+                    self._gone.add((loss.topic, loss.old_id))
         anew = {(loss.topic, p) for loss in losses if loss.reads_from_earliest for p, _, _ in loss.partitions}
         unseen = [tp for tp in now if tp not in published]
         begin = dict(self._resolve_start(unseen)) if unseen else {}
