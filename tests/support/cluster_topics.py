@@ -1,7 +1,6 @@
 """Topics on a cluster of several nodes (Apache Kafka's, in the broker_apache tests): created and waited for
 until every partition has a leader and all its replicas in sync, and filled by our Producer, which sends each
-partition's records to that partition's leader (the one-connection writers of ``groupstream.client.lite``
-reach only the partitions the node they talk to leads)."""
+partition's records to that partition's leader."""
 
 from __future__ import annotations
 
