@@ -174,6 +174,11 @@ def _aiokafka_codecs() -> dict[tuple[int, int, str], Reencode]:
 # aiokafka defines these but never sends them, and types their leader epoch as int64 where Kafka has int32.
 _AIOKAFKA_UNUSED = {(2, 4, "request"), (2, 5, "request")}
 
+# A bug of aiokafka 0.14, the peer: its DescribeAcls v2 ("Enable flexible version", says its docstring) reuses
+# v1's schema, so it reads and writes v2 without the flexible encoding Kafka's spec gives v2 (kafka-python,
+# generated from the spec, agrees with us). Strict, so a fixed release shows up here.
+_AIOKAFKA_NOT_FLEXIBLE = {(29, 2, "request"), (29, 2, "response")}
+
 
 def _peer_cases() -> list[Any]:
     peers = {"kafka-python": _kafka_python_codecs(), "aiokafka": _aiokafka_codecs()}
@@ -185,8 +190,13 @@ def _peer_cases() -> list[Any]:
                 continue
             if peer == "aiokafka" and (key, version, kind) in _AIOKAFKA_UNUSED:
                 continue
+            marks = []
+            if peer == "aiokafka" and (key, version, kind) in _AIOKAFKA_NOT_FLEXIBLE:
+                marks.append(pytest.mark.xfail(strict=True, reason="aiokafka 0.14 encodes DescribeAcls v2 as "
+                                               "non-flexible (its v2 reuses v1's schema)"))  # fmt: skip
             cases.append(
-                pytest.param(peer, api, version, kind, reencode, id=f"{peer}-{api.name}-v{version}-{kind}")
+                pytest.param(peer, api, version, kind, reencode, id=f"{peer}-{api.name}-v{version}-{kind}",
+                             marks=marks)
             )
     return cases
 

@@ -17,8 +17,7 @@ from groupstream.console.history import group_history
 from groupstream.console.render import GroupRow, LagRow, MemberRow, TopicRow, front_page, group_page
 from groupstream.protocol.consumer_protocol import decode_assignment
 from groupstream.protocol.errors import PeerProtocolError
-from groupstream.protocol.group_records import CoordinatorRecord, decode_record
-from groupstream.protocol.records import iter_record_batches
+from groupstream.protocol.group_records import CoordinatorRecord, coordinator_records
 from groupstream.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -125,14 +124,7 @@ def _records(broker: Broker, group_id: str) -> Iterator[tuple[int, CoordinatorRe
             return  # an unreadable stretch: the history shown stops there
         if not chunk.records:
             return
-        for batch in iter_record_batches(chunk.records, check_crc=False):
-            if batch.is_control:
-                continue
-            for rec in batch:
-                if rec.key is None:
-                    continue
-                try:
-                    yield rec.timestamp, decode_record(rec.key, rec.value)
-                except PeerProtocolError:
-                    continue
+        for rec, record in coordinator_records(chunk.records):
+            if not isinstance(record, PeerProtocolError):
+                yield rec.timestamp, record
         offset = chunk.next_offset

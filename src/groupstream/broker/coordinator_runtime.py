@@ -48,8 +48,8 @@ from groupstream.coordinator.result import (
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
-from groupstream.protocol.group_records import decode_record, encode_record
-from groupstream.protocol.records import BatchBuilder, iter_record_batches
+from groupstream.protocol.group_records import coordinator_records, encode_record
+from groupstream.protocol.records import BatchBuilder
 from groupstream.storage.errors import (
     CorruptRangeError,
     LogWriteError,
@@ -310,20 +310,13 @@ class CoordinatorRuntime:
 
     def _replay_chunk(self, partition: int, shard: Shard, data: bytes) -> int:
         count = 0
-        for batch in iter_record_batches(data, check_crc=False):
-            if batch.is_control:
+        for rec, record in coordinator_records(data):
+            if isinstance(record, PeerProtocolError):
+                log.error("skipping an undecodable record at %s-%d offset %d: %s", self.topic, partition,
+                          rec.offset, record)  # fmt: skip
                 continue
-            for rec in batch:
-                if rec.key is None:
-                    continue
-                try:
-                    record = decode_record(rec.key, rec.value)
-                except PeerProtocolError as e:
-                    log.error("skipping an undecodable record at %s-%d offset %d: %s", self.topic, partition,
-                              rec.offset, e)
-                    continue
-                shard.replay(record)
-                count += 1
+            shard.replay(record)
+            count += 1
         return count
 
     # -- requests ---------------------------------------------------------------------------------------

@@ -21,13 +21,15 @@ state can hold and compare them under ``mypy --strict``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from groupstream.protocol import primitives as P
 from groupstream.protocol.compiler import CompiledStruct
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
+from groupstream.protocol.records import iter_record_batches
+from groupstream.protocol.records.record import Record
 from groupstream.protocol.schema import NULL, Array, Field, Struct
 
 __all__ = [
@@ -398,3 +400,19 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
     value_version = _prefix(value, "record value")
     value_msg, _ = fmt.value.decode(value, value_version, 2)
     return CoordinatorRecord(record_type, decoded_key, value_version, fmt.value_from_wire(value_msg))
+
+
+def coordinator_records(data: bytes | memoryview) -> Iterator[tuple[Record, CoordinatorRecord | PeerProtocolError]]:
+    """The keyed records of the data batches in ``data`` (a read of a ``__consumer_offsets`` partition), each
+    with its decoding, or with the error that says why it does not decode (the caller decides: loading logs
+    and skips it, the console skips it)."""
+    for batch in iter_record_batches(data, check_crc=False):
+        if batch.is_control:
+            continue
+        for rec in batch:
+            if rec.key is None:
+                continue
+            try:
+                yield rec, decode_record(rec.key, rec.value)
+            except PeerProtocolError as e:
+                yield rec, e

@@ -96,6 +96,10 @@ class AclBinding:
     operation: Operation
     permission: Permission
 
+    def names_client(self, principal: str, host: str) -> bool:
+        """Whether the binding is about this principal (or everyone) connecting from this host (or any)."""
+        return self.principal in (principal, WILDCARD_PRINCIPAL) and self.host in (host, WILDCARD)
+
     def applies_to(self, resource_type: ResourceType, name: str) -> bool:
         """Whether the binding's pattern covers the resource ``(resource_type, name)``."""
         if self.resource_type != resource_type:
@@ -210,7 +214,7 @@ def authorize(
         if not b.applies_to(resource_type, name):
             continue
         any_binding = True
-        if b.principal not in (principal, WILDCARD_PRINCIPAL) or b.host not in (host, WILDCARD):
+        if not b.names_client(principal, host):
             continue
         if b.permission == Permission.DENY and b.operation in (operation, Operation.ALL):
             return False
@@ -234,13 +238,7 @@ def authorize_any_of_type(
     if principal in rules.super_users:
         return True
     of_type = [b for b in bindings if b.resource_type == resource_type]
-    mine = [
-        b
-        for b in of_type
-        if b.principal in (principal, WILDCARD_PRINCIPAL)
-        and b.host in (host, WILDCARD)
-        and b.operation in (operation, Operation.ALL)
-    ]
+    mine = [b for b in of_type if b.names_client(principal, host) and b.operation in (operation, Operation.ALL)]
     denies = [b for b in mine if b.permission == Permission.DENY]
     for allow in (b for b in mine if b.permission == Permission.ALLOW):
         if not any(_covers(d, allow) for d in denies):
