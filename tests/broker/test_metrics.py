@@ -69,6 +69,12 @@ def test_bytes_messages_offsets_and_lag(broker: MetricsBroker) -> None:
                 if name == "kafka_network_requestmetrics_totaltimems_count" and ("request", "Produce") in labels)  # fmt: skip
     assert timed == produce_requests
 
+    # every acknowledged produce was flushed first (flush.policy=always), and each coordinator shard was loaded
+    flushes = value(s, "kafka_log_logflushstats_logflushrateandtimems_count")
+    assert flushes is not None and flushes >= 1
+    loads = value(s, "kafka_server_group_coordinator_metrics_partition_load_time_ms_count")
+    assert loads == 50, loads  # offsets.topic.num.partitions
+
     # commits at known offsets: the lag is the rest of each partition
     c = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition(topic, 0, 100), TopicPartition(topic, 1, 30)], asynchronous=False)

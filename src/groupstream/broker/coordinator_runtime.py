@@ -296,6 +296,7 @@ class CoordinatorRuntime:
         host.load_task = None
         loaded = host.loaded  # on_loaded's writes may fail and restart the load, with a new future
         host.status = ShardStatus.ACTIVE
+        self._broker.metrics.coordinator_load.observe((time.monotonic() - started) * 1000)
         log.log(logging.INFO if count else logging.DEBUG, "coordinator for %s-%d loaded: %d records in %.0f ms",
                 self.topic, host.partition, count, (time.monotonic() - started) * 1000)
         try:

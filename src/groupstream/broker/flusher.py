@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,6 +39,8 @@ class Flusher:
         self._retry: set[Any] = set()  # flush failed for a passing reason: try again after _RETRY_S
         self._retry_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self.timed: Callable[[float], None] | None = None
+        """Hears each flush's duration in ms, on the flush thread (prometheus_client's metrics are thread-safe)."""
 
     def appended(self, plog: Any, policy: str) -> None:
         if policy == "always":
@@ -86,7 +90,7 @@ class Flusher:
         batch = list(self._dirty_now)
         self._dirty_now.clear()
         loop = asyncio.get_running_loop()
-        self._running = fut = loop.run_in_executor(self._executor, _flush_all, batch)
+        self._running = fut = loop.run_in_executor(self._executor, _flush_all, batch, self.timed)
         fut.add_done_callback(self._done)
 
     def _done(self, fut: asyncio.Future[dict[Any, Exception]]) -> None:
@@ -141,12 +145,16 @@ class Flusher:
         self._executor.shutdown(wait=True)
 
 
-def _flush_all(logs: list[Any]) -> dict[Any, Exception]:
-    """Flush each log on its own: one partition's failing disk must not hold back the others' acks."""
+def _flush_all(logs: list[Any], timed: Callable[[float], None] | None = None) -> dict[Any, Exception]:
+    """Flush each log on its own: one partition's failing disk must not hold back the others' acks.
+    ``timed(ms)`` hears how long each successful flush took (the broker's LogFlushRateAndTimeMs)."""
     failures: dict[Any, Exception] = {}
     for plog in logs:
+        started = time.perf_counter()
         try:
             plog.flush()
+            if timed is not None:
+                timed((time.perf_counter() - started) * 1000)
         except LogClosedError:
             pass  # deleted or closed meanwhile: its waiters were released by ``forget``/``close``
         except Exception as exc:  # the log's own typed errors, or anything unexpected: fail its waiters

@@ -52,6 +52,11 @@ class BrokerMetrics:
         self.rebalances = Counter("kafka_server_group_coordinator_metrics_group_rebalance",
                                   "Rebalances completed: new generations (classic) and group epochs (consumer)",
                                   ["protocol"], registry=r)  # fmt: skip
+        self.log_flush = Histogram("kafka_log_logflushstats_logflushrateandtimems",
+                                   "Time of each log flush (fsync) in ms", buckets=_TIME_BUCKETS_MS, registry=r)  # fmt: skip
+        self.coordinator_load = Histogram("kafka_server_group_coordinator_metrics_partition_load_time_ms",
+                                          "Time to load a coordinator partition (replay of its records) in ms",
+                                          buckets=_TIME_BUCKETS_MS, registry=r)  # fmt: skip
         r.register(_StateCollector(broker))
 
     def request_done(self, api: str, version: int, elapsed_ms: float) -> None:

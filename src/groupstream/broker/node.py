@@ -105,6 +105,7 @@ class Broker:
         self._retention_task: asyncio.Task[None] | None = None
         self._api_versions_cache: dict[int, Any] = {}
         self.metrics = BrokerMetrics(self)
+        self.flusher.timed = self.metrics.log_flush.observe
         self.http: HttpServer | None = None
         self.storage_warnings = RateLimitedLog(logging.getLogger("groupstream.broker.produce"), logging.WARNING)
         """Produce refused by the disk: a full disk refuses every produce, and the log must not fill the rest."""
