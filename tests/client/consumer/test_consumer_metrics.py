@@ -7,10 +7,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from groupstream import Consumer, Producer
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.consumer.metrics import WINDOW_MS, ConsumerMetrics
+from groupstream.client.prometheus import register
 from support.brokers import BrokerProcess
 from support.waiting import wait_until
 
@@ -94,3 +97,33 @@ def test_lag_rebalances_and_commits_against_our_broker(kip848_broker: BrokerProc
         first.close()
         if second is not None:
             second.close()
+
+
+def test_exported_to_prometheus_as_the_jmx_exporter_names_the_java_clients(kip848_broker: BrokerProcess) -> None:
+    bs = kip848_broker.bootstrap
+    topic = f"prom-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    registry = CollectorRegistry()
+    with Producer({"bootstrap.servers": bs, "client.id": "p1"}) as p, \
+            Consumer({"bootstrap.servers": bs, "client.id": "c1", "auto.offset.reset": "earliest"}) as c:  # fmt: skip
+        register(p, registry)
+        register(c, registry)
+        for _ in range(50):
+            p.produce(topic, b"v", partition=0)
+        assert p.flush(30) == 0
+        c.assign([(topic, 0)])
+        seen = 0
+
+        def read_all() -> bool:
+            nonlocal seen
+            seen += len(c.poll(0.2))
+            return seen >= 50
+
+        wait_until(read_all, 30, "50 records read")
+        samples = {(s.name, s.labels.get("client_id")): s.value for fam in
+                   text_string_to_metric_families(generate_latest(registry).decode()) for s in fam.samples}  # fmt: skip
+    assert samples[("kafka_producer_producer_metrics_record_send_total", "p1")] == 50
+    assert samples[("kafka_consumer_consumer_fetch_manager_metrics_records_consumed_total", "c1")] == 50
+    assert ("kafka_consumer_consumer_fetch_manager_metrics_records_lag_max", "c1") in samples
+    assert ("kafka_consumer_consumer_coordinator_metrics_rebalance_total", "c1") in samples
