@@ -104,6 +104,8 @@ def test_console_pages_show_the_group_its_lag_and_the_second_members_join(broker
         page = browse(f"{broker.http}/groups/{group}", "--dump-dom").stdout
         assert "<td>alpha</td>" in page and "<td>beta</td>" in page
         assert 'lag <strong>160</strong>' in page
+        points = re.search(r'<svg class="lag"[^>]* data-points="(\d+)"', page)  # sampled by the front page and this
+        assert points is not None and int(points.group(1)) >= 2, page[-3000:]
         view = parsed(page)
         assert view.overflow == "false"
         owners = {partition: owner for partition, owner in view.spans}  # the last span of each row is current

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 
 from groupstream.console.history import Span, group_history
-from groupstream.console.render import timeline_svg
+from groupstream.console.lag_history import LagHistory
+from groupstream.console.render import lag_svg, timeline_svg
 from groupstream.protocol.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerMemberKey,
@@ -88,3 +89,15 @@ def test_consumer_group_members_take_revoke_and_leave() -> None:
     texts = [e.text for e in h.events]
     assert "member beta (m-b) joined" in texts and "member alpha (m-a) left" in texts
     assert texts.count("group epoch 2") == 1
+
+
+def test_lag_history_keeps_the_last_samples_and_forgets_deleted_groups() -> None:
+    h = LagHistory(keep=3)
+    for t, lag in [(1000, 5), (2000, 7), (2000, 8), (3000, 2), (4000, 0)]:
+        h.record(t, {"g": lag, "other": 1})
+    assert h.series("g") == [(2000, 8), (3000, 2), (4000, 0)]  # the same moment twice: the later sample stands
+    h.forget({"g"})
+    assert h.series("other") == [] and len(h.series("g")) == 3
+    svg = lag_svg(h.series("g"))
+    assert 'data-points="3"' in svg and ">8</text>" in svg  # the largest lag labels the axis
+    assert "starts after two samples" in lag_svg([(1000, 1)])

@@ -8,12 +8,14 @@ compacted, so the read stays bounded by the groups that share the partition.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.console.history import group_history
+from groupstream.console.lag_history import SAMPLE_EVERY_S, LagHistory
 from groupstream.console.render import GroupRow, LagRow, MemberRow, TopicRow, front_page, group_page
 from groupstream.protocol.consumer_protocol import decode_assignment
 from groupstream.protocol.errors import PeerProtocolError
@@ -27,20 +29,42 @@ HTML = "text/html; charset=utf-8"
 _READ_CHUNK = 1 << 20
 
 
-def console_routes(broker: Broker) -> dict[str, Any]:
-    def front(_: str) -> tuple[str, bytes]:
-        return HTML, front_page(_topics(broker), [row for row, _ in _groups(broker)]).encode()
+class BrokerConsole:
+    """The pages, and the lag history their charts draw (sampled every ``SAMPLE_EVERY_S`` and on each page)."""
 
-    def group(name: str) -> tuple[str, bytes] | None:
-        found = next(((row, shard) for row, shard in _groups(broker) if row.group_id == name), None)
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.lag_history = LagHistory()
+
+    def routes(self) -> dict[str, Any]:
+        return {"/": self.front, "/groups/": self.group}
+
+    def front(self, _: str) -> tuple[str, bytes]:
+        rows = self._sampled()
+        return HTML, front_page(_topics(self.broker), rows).encode()
+
+    def group(self, name: str) -> tuple[str, bytes] | None:
+        rows = self._sampled()
+        found = next((row for row in rows if row.group_id == name), None)
         if found is None:
             return None
-        row, shard = found
+        broker = self.broker
+        shard: Any = broker.coordinator.shard(broker.coordinator.partition_for(name))
         epoch, members = _members(broker, shard, name)
         history = group_history(_records(broker, name), name, _topic_names(broker))
-        return HTML, group_page(row, epoch, members, _lag(broker, shard, name), history).encode()
+        page = group_page(found, epoch, members, _lag(broker, shard, name), history, self.lag_history.series(name))
+        return HTML, page.encode()
 
-    return {"/": front, "/groups/": group}
+    async def sample_forever(self) -> None:
+        while True:
+            self._sampled()
+            await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling period itself, not a wait for a condition
+
+    def _sampled(self) -> list[GroupRow]:
+        rows = [row for row, _ in _groups(self.broker)]
+        self.lag_history.record(self.broker.now_ms(), {r.group_id: r.lag or 0 for r in rows})
+        self.lag_history.forget({r.group_id for r in rows})
+        return rows
 
 
 def _topics(broker: Broker) -> list[TopicRow]:

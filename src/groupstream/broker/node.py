@@ -15,7 +15,7 @@ from typing import Any
 from groupstream.broker.authorizer import Authorizer
 from groupstream.broker.cleaner import LogCleaner
 from groupstream.broker.config import BrokerConfig, ConfigError, ListenerConfig
-from groupstream.broker.console import console_routes
+from groupstream.broker.console import BrokerConsole
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardFactory
 from groupstream.broker.coordinator_wiring import CatalogTopics, default_shard_factory
 from groupstream.broker.descriptors import nofile_limit, open_descriptors
@@ -107,6 +107,8 @@ class Broker:
         self.metrics = BrokerMetrics(self)
         self.flusher.timed = self.metrics.log_flush.observe
         self.http: HttpServer | None = None
+        self.console: BrokerConsole | None = None
+        self._console_task: asyncio.Task[None] | None = None
         self.storage_warnings = RateLimitedLog(logging.getLogger("groupstream.broker.produce"), logging.WARNING)
         """Produce refused by the disk: a full disk refuses every produce, and the log must not fill the rest."""
 
@@ -176,8 +178,9 @@ class Broker:
                         f"cannot listen on {lc.host}:{lc.port} (listener {lc.name}): {e.strerror or e}"
                     ) from None
             if self.config.http is not None:
+                self.console = BrokerConsole(self)
                 self.http = HttpServer({"/metrics": lambda _: (METRICS_CONTENT_TYPE, self.metrics.exposition()),
-                                        **console_routes(self)})  # fmt: skip
+                                        **self.console.routes()})  # fmt: skip
                 try:
                     self.config.http = await self.http.start(*self.config.http)
                 except OSError as e:
@@ -207,6 +210,8 @@ class Broker:
         log.info("data in %s; %d users with SCRAM credentials", self.config.data_dir,
                  len(self.credentials.snapshot()))  # fmt: skip
         log.info("connection limits: %s", limits.describe())
+        if self.console is not None:
+            self._console_task = asyncio.create_task(self.console.sample_forever())
         if self.config.http is not None:
             log.info("console on http://%s:%d/ and metrics on http://%s:%d/metrics", *self.config.http,
                      *self.config.http)  # fmt: skip
@@ -251,6 +256,8 @@ class Broker:
         self.connections.close_all()
         if self.http is not None:
             await self.http.close()
+        if self._console_task is not None:
+            self._console_task.cancel()
         if self._auth_executor is not None:
             self._auth_executor.shutdown(wait=False, cancel_futures=True)
         self.purgatory.wake_all()

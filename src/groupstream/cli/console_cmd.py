@@ -12,6 +12,8 @@ from groupstream.broker.config import parse_hostport
 from groupstream.broker.http import HttpServer
 from groupstream.cli.common import add_bootstrap, client_config, stderr
 from groupstream.cli.errors import UserError
+from groupstream.client.errors import ClientError
+from groupstream.console.lag_history import SAMPLE_EVERY_S
 
 if TYPE_CHECKING:
     from groupstream.console.cluster import ClusterConsole
@@ -53,9 +55,20 @@ async def _serve(console: ClusterConsole, host: str, port: int, bootstrap: str) 
     stderr.print("Ctrl-C stops it")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    async def sample_forever() -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling period of the lag charts
+            try:
+                console.sample()
+            except ClientError as e:  # a cluster that went away for a while: the next sample tries again
+                stderr.print(f"sampling lag failed: {e}")
+
+    sampler = asyncio.create_task(sample_forever())
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
+        sampler.cancel()
         await server.close()

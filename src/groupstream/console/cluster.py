@@ -14,6 +14,7 @@ from typing import Any
 from groupstream.client.admin import Admin
 from groupstream.client.consumer.consumer import Consumer
 from groupstream.console.history import group_history
+from groupstream.console.lag_history import LagHistory
 from groupstream.console.render import GroupRow, LagRow, MemberRow, TopicRow, front_page, group_page
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.group_records import CoordinatorRecord, decode_record
@@ -26,21 +27,28 @@ class ClusterConsole:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
         self.admin = Admin(config)
+        self.lag_history = LagHistory()
 
     def close(self) -> None:
         self.admin.close()
 
     def front(self) -> str:
-        return front_page(self._topics(), [row for row, _ in self._groups()])
+        return front_page(self._topics(), self.sample())
 
     def group(self, name: str) -> str | None:
-        found = next(((row, listed) for row, listed in self._groups() if row.group_id == name), None)
-        if found is None:
+        row = next((row for row in self.sample() if row.group_id == name), None)
+        if row is None:
             return None
-        row, _ = found
         epoch, members = self._members(name)
         history = group_history(self._records(name), name, self._topic_ids())
-        return group_page(row, epoch, members, self._lag(name), history)
+        return group_page(row, epoch, members, self._lag(name), history, self.lag_history.series(name))
+
+    def sample(self) -> list[GroupRow]:
+        """The groups now, their lags recorded for the charts."""
+        rows = [row for row, _ in self._groups()]
+        self.lag_history.record(int(time.time() * 1000), {r.group_id: r.lag or 0 for r in rows})
+        self.lag_history.forget({r.group_id for r in rows})
+        return rows
 
     # --- views ----------------------------------------------------------------------------------------
 

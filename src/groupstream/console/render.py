@@ -113,7 +113,12 @@ def front_page(topics: Sequence[TopicRow], groups: Sequence[GroupRow]) -> str:
 
 
 def group_page(
-    group: GroupRow, epoch: str, members: Sequence[MemberRow], lag: Sequence[LagRow], history: GroupHistory
+    group: GroupRow,
+    epoch: str,
+    members: Sequence[MemberRow],
+    lag: Sequence[LagRow],
+    history: GroupHistory,
+    lag_points: Sequence[tuple[int, int]] = (),
 ) -> str:
     member_rows = [(m.client_id, m.member_id, m.host, m.assignment) for m in members]
     lag_rows = [(r.topic, r.partition, f"{r.committed:,}", f"{r.end:,}", f"{r.lag:,}") for r in lag]
@@ -125,6 +130,7 @@ def group_page(
         "<h2>Members</h2>"
         + _table(["client id", "member id", "host", "assignment"], member_rows)
         + "<h2>Lag</h2>"
+        + lag_svg(lag_points)
         + _table(["topic", "partition", "committed", "end", "lag"], lag_rows, frozenset({1, 2, 3, 4}))
         + "<h2>Rebalance timeline</h2>"
         + timeline_svg(history)
@@ -175,3 +181,29 @@ def timeline_svg(h: GroupHistory, width: int = 1000, row: int = 22) -> str:
     height = legend_y + legend_h + 10
     return (f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
             f'width="{width}" height="{height}">{"".join(parts)}</svg>')  # fmt: skip
+
+
+def lag_svg(points: Sequence[tuple[int, int]], width: int = 1000, height: int = 160) -> str:
+    """The group's total lag over time as a line (one point per sample), its largest value and time span
+    marked; nothing to draw before two samples."""
+    if len(points) < 2:
+        return '<p class="no-lag-chart">The lag chart starts after two samples.</p>'
+    t0, t1 = points[0][0], max(points[-1][0], points[0][0] + 1)
+    top = max(max(v for _, v in points), 1)
+    left, bottom, plot_w, plot_h = 60, height - 24, width - 70, height - 40
+
+    def xy(t: int, v: int) -> str:
+        return f"{left + plot_w * (t - t0) / (t1 - t0):.1f},{bottom - plot_h * v / top:.1f}"
+
+    line = " ".join(xy(t, v) for t, v in points)
+    return (
+        f'<svg class="lag" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" data-points="{len(points)}">'
+        f'<line x1="{left}" y1="{bottom}" x2="{width - 10}" y2="{bottom}" stroke="#999"/>'
+        f'<line x1="{left}" y1="{bottom}" x2="{left}" y2="{bottom - plot_h}" stroke="#999"/>'
+        f'<text x="{left - 6}" y="{bottom - plot_h + 10}" text-anchor="end" font-size="12">{top:,}</text>'
+        f'<text x="{left - 6}" y="{bottom}" text-anchor="end" font-size="12">0</text>'
+        f'<text x="{left}" y="{height - 6}" font-size="12">{_clock(t0)}</text>'
+        f'<text x="{width - 10}" y="{height - 6}" text-anchor="end" font-size="12">{_clock(points[-1][0])}</text>'
+        f'<polyline points="{line}" fill="none" stroke="#4e79a7" stroke-width="2"/></svg>'
+    )
