@@ -287,6 +287,9 @@ class Consumer:
         fatal = membership.fatal_error() if membership is not None else None
         if fatal is not None:
             raise fatal
+        refused = self._thread.client.fatal  # a refused authentication: no request can succeed
+        if refused is not None:
+            raise refused
 
     def wakeup(self) -> None:
         """Make a ``poll`` blocked on another thread raise `WakeupError`."""

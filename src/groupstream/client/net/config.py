@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupstream.client.errors import ClientConfigError
+from groupstream.client.net.security import PLAINTEXT, SECURITY_PROPERTIES, SecurityConfig
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
@@ -116,6 +117,7 @@ NETWORK_PROPERTIES = (
     "retry.backoff.max.ms",
     "max.in.flight.requests.per.connection",
     "receive.message.max.bytes",
+    *SECURITY_PROPERTIES,
 )
 
 
@@ -134,6 +136,7 @@ class NetworkConfig:
     retry_backoff_max_ms: int = 1_000
     max_in_flight: int = 5
     max_response_bytes: int = 100 * 1024 * 1024
+    security: SecurityConfig = PLAINTEXT
 
     @classmethod
     def read(cls, r: PropertyReader, default_client_id: str) -> NetworkConfig:
@@ -162,6 +165,7 @@ class NetworkConfig:
             retry_backoff_max_ms=max(retry, retry_max),
             max_in_flight=r.int_("max.in.flight.requests.per.connection", cls.max_in_flight, minimum=1),
             max_response_bytes=r.int_("receive.message.max.bytes", cls.max_response_bytes, minimum=1024),
+            security=SecurityConfig.read(r),
         )
 
 

@@ -16,6 +16,11 @@ latest attempt with no connection ready, the client logs one WARNING naming the 
 keeps ``unreachable`` set to that text (which closing clients use to explain what they give up); it keeps
 retrying quietly, and only a connection that succeeds and a new round of failures warns again. Java's client
 logs a warning per attempt instead, which buries the one fact that matters under retries.
+
+A refused SASL authentication is different: the same settings will be refused again, so it is fatal, as Java's
+AuthenticationException is. ``fatal`` keeps the error (a non-retriable SASL_AUTHENTICATION_FAILED `KafkaError`
+whose text names the user, the mechanism and the broker's message); every request waiting or sent later fails
+with it, so Producer deliveries, Consumer.poll and Admin calls report it instead of retrying forever.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import errno
 import logging
 import os
 import random
+import secrets
 import selectors
 import socket
 from collections import deque
@@ -34,7 +40,7 @@ from typing import Any
 from groupstream.client.errors import ClientError, KafkaError
 from groupstream.client.net.config import NetworkConfig
 from groupstream.client.net.metadata import MetadataCache
-from groupstream.client.net.node_connection import Completion, ConnectionState, NodeConnection
+from groupstream.client.net.node_connection import SETTING_UP, Completion, ConnectionState, NodeConnection
 from groupstream.client.net.requests import ClientResponse, UnsentRequest
 from groupstream.protocol.error_codes import ErrorCode
 
@@ -80,6 +86,7 @@ class NetworkClient:
         self._bootstrap_addresses = [f"{h}:{p}" for h, p in config.bootstrap_servers]
         self._failed: dict[str, str] = {}  # address -> why its latest attempt failed, since the last success
         self.unreachable: str | None = None  # set while no bootstrap server can be reached (see the module doc)
+        self.fatal: KafkaError | None = None  # a refused authentication (see the module doc)
         self._closed = False
         # wakeup protocol: the loop sets ``sleeping`` before it checks for work and blocks; another thread that
         # adds work afterwards sees it and writes one byte; ``_woken`` keeps that to one byte per sleep
@@ -92,6 +99,9 @@ class NetworkClient:
         """Queue ``request``; it goes out at the next ``poll`` its node allows."""
         if self._closed:
             self._complete(request, -1, -1, None, ClientError("the network client is closed"), now_ms)
+            return
+        if self.fatal is not None:
+            self._complete(request, -1, -1, None, self.fatal, now_ms)
             return
         request.created_ms = now_ms
         self._unsent.append(request)
@@ -130,7 +140,7 @@ class NetworkClient:
         conn = self._connection_for(node_id)
         if conn is None:
             raise KafkaError(ErrorCode.NETWORK_EXCEPTION, f"node {node_id} is not in the cluster metadata")
-        if conn.can_connect(now_ms):
+        if conn.can_connect(now_ms) and self.fatal is None:
             self._connect(conn, now_ms)
         return conn.is_ready
 
@@ -208,7 +218,7 @@ class NetworkClient:
                             best = node
                     elif busy is None or conn.in_flight < self._conns[busy].in_flight:
                         busy = node
-                elif conn.state in (ConnectionState.CONNECTING, ConnectionState.NEGOTIATING):
+                elif conn.state in SETTING_UP:
                     connecting = node if connecting is None else connecting
                 elif conn.can_connect(now_ms) and connectable is None:
                     connectable = node
@@ -236,7 +246,7 @@ class NetworkClient:
             return conn
         if address is None:
             return None
-        conn = NodeConnection(node_id, address[0], address[1], self.config, jitter=self._jitter)
+        conn = NodeConnection(node_id, address[0], address[1], self.config, jitter=self._jitter, nonce=_nonce)
         self._conns[node_id] = conn
         return conn
 
@@ -301,7 +311,7 @@ class NetworkClient:
 
     def _flush_writes(self, now_ms: int) -> None:
         for node_id, conn in list(self._conns.items()):
-            if conn.has_output() and conn.state in (ConnectionState.NEGOTIATING, ConnectionState.READY):
+            if conn.has_output() and conn.state not in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
                 self._write(node_id, conn, now_ms)
             self._update_interest(node_id)
 
@@ -354,7 +364,7 @@ class NetworkClient:
     def _attempt_failed(self, conn: NodeConnection, reason: str) -> None:
         """A connection attempt failed before the connection was ready: warn once every bootstrap server has
         failed since the last success (see the module docstring)."""
-        if self._closed:
+        if self._closed or self.fatal is not None:
             return
         self._failed[conn.address] = reason
         log.debug("connection to %s failed (node %d, attempt %d): %s", conn.address, conn.node_id, conn.failures, reason)
@@ -408,7 +418,7 @@ class NetworkClient:
         for req in tags:
             code = ErrorCode.REQUEST_TIMED_OUT if req is timed_out else ErrorCode.NETWORK_EXCEPTION
             self._complete(req, node_id, -1, None, KafkaError(code, reason), now_ms)
-        if not was_ready:
+        if not was_ready and self.fatal is None:
             self._fail_bound_unsent(conn, now_ms, reason)
 
     def _update_interest(self, node_id: int) -> None:
@@ -460,13 +470,16 @@ class NetworkClient:
                 return
             del view
             if not n:
-                self._disconnect(node_id, now_ms, f"{conn.address} closed the connection")
+                self._disconnect(node_id, now_ms, f"{conn.address} closed the connection{conn.closed_hint()}")
                 return
             result = conn.on_received(n, now_ms)
             if not ready and conn.is_ready:  # ApiVersions answered: the node is reachable
                 ready = True
                 self._reached(conn)
             self._deliver(node_id, result.completions, now_ms)
+            if result.fatal and result.failure is not None:
+                self._authentication_failed(node_id, conn, result.failure, now_ms)
+                return
             if result.failure is not None:
                 if conn.is_ready:  # a failed negotiation is a failed attempt: ``_attempt_failed`` reports it
                     log.warning("closing the connection to node %s: %s", node_id, result.failure)
@@ -474,6 +487,15 @@ class NetworkClient:
                 return
             if n < room:
                 return
+
+    def _authentication_failed(self, node_id: int, conn: NodeConnection, reason: str, now_ms: int) -> None:
+        """Fatal: log it once, close the connection and fail every waiting request with it (module doc)."""
+        self.fatal = KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, f"{conn.address}: {reason}")
+        log.error("%s: %s", self.config.client_id, self.fatal.detail)
+        self._disconnect(node_id, now_ms, reason)
+        while self._unsent:
+            req = self._unsent.popleft()
+            self._complete(req, -1 if req.node_id is None else req.node_id, -1, None, self.fatal, now_ms)
 
     def _deliver(self, node_id: int, completions: list[Completion], now_ms: int) -> None:
         for c in completions:
@@ -522,3 +544,8 @@ class NetworkClient:
             req.handler(ClientResponse(req, node_id, version, body, error, now_ms))
         except Exception:
             log.exception("handler of a %s request failed", req.api.name)
+
+
+def _nonce() -> str:
+    """A SCRAM client nonce (RFC 5802: printable, no comma): the randomness the pure connection does not draw."""
+    return secrets.token_urlsafe(24)

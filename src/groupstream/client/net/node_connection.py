@@ -2,8 +2,16 @@
 
 States (each lists the states it may be entered from, checked by one ``_transition_to``)::
 
-    DISCONNECTED --connect_started--> CONNECTING --connect_established--> NEGOTIATING --ApiVersions--> READY
-          ^----------------------------- disconnected (from any other state) ------------------------'
+    DISCONNECTED --connect_started--> CONNECTING --connect_established--> [TLS_HANDSHAKE] --> NEGOTIATING
+    NEGOTIATING --ApiVersions--> [AUTHENTICATING --SaslHandshake, SaslAuthenticate...-->] READY
+    any other state --disconnected--> DISCONNECTED
+
+TLS_HANDSHAKE is entered with ``security.protocol`` SSL or SASL_SSL: OpenSSL runs over memory BIOs
+(`TlsSession`), so the handshake is bytes in and bytes out like the rest, and every byte after it is encrypted
+here before the shell sees it. AUTHENTICATING is entered with SASL_PLAINTEXT or SASL_SSL once versions are known:
+SaslHandshake v1 names the mechanism, then SaslAuthenticate carries the tokens (`SaslExchange`). A refused
+authentication is fatal (``DataResult.fatal``): the shell fails the application's requests with it instead of
+retrying, as Java's client does with an AuthenticationException.
 
 The I/O shell (`NetworkClient`) opens the socket and reports what happened; this object decides what to send,
 keeps the in-flight requests with their deadlines, picks the API version for each request (the highest both
@@ -26,15 +34,21 @@ from typing import Any
 
 from groupstream.client.errors import KafkaProtocolError, UnsupportedVersionError
 from groupstream.client.net.config import NetworkConfig, exponential_backoff_ms
+from groupstream.client.net.security import SaslAuthenticationError, SaslExchange
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.connection import ClientConnection
 from groupstream.protocol.error_codes import ErrorCode, describe
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.messages import APIS, by_name
+from groupstream.security.tls_session import TlsClosed, TlsError, TlsSession
 
 CLIENT_SOFTWARE_NAME = "groupstream"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _API_VERSIONS = by_name("ApiVersions")
+_SASL_HANDSHAKE = by_name("SaslHandshake")
+_SASL_AUTHENTICATE = by_name("SaslAuthenticate")
+_TLS_READ = 256 * 1024
+_SETUP_STEP = {"ApiVersions": "negotiation", "SaslHandshake": "authentication", "SaslAuthenticate": "authentication"}
 _FIRST_API_VERSIONS_VERSION = 3
 _MAX_CHUNKS_PER_SEND = 64
 
@@ -42,7 +56,9 @@ _MAX_CHUNKS_PER_SEND = 64
 class ConnectionState(Enum):
     DISCONNECTED = "disconnected"
     CONNECTING = "connecting"
+    TLS_HANDSHAKE = "tls handshake"
     NEGOTIATING = "negotiating"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
 
     @property
@@ -52,11 +68,15 @@ class ConnectionState(Enum):
 
 _S = ConnectionState
 _VALID_PREVIOUS: dict[ConnectionState, frozenset[ConnectionState]] = {
-    _S.DISCONNECTED: frozenset({_S.CONNECTING, _S.NEGOTIATING, _S.READY}),
+    _S.DISCONNECTED: frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE, _S.NEGOTIATING, _S.AUTHENTICATING, _S.READY}),
     _S.CONNECTING: frozenset({_S.DISCONNECTED}),
-    _S.NEGOTIATING: frozenset({_S.CONNECTING}),
-    _S.READY: frozenset({_S.NEGOTIATING}),
+    _S.TLS_HANDSHAKE: frozenset({_S.CONNECTING}),
+    _S.NEGOTIATING: frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE}),
+    _S.AUTHENTICATING: frozenset({_S.NEGOTIATING}),
+    _S.READY: frozenset({_S.NEGOTIATING, _S.AUTHENTICATING}),
 }
+SETTING_UP = frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE, _S.NEGOTIATING, _S.AUTHENTICATING})
+"""The states of a connection on its way to READY."""
 
 
 class IllegalTransitionError(RuntimeError):
@@ -87,6 +107,8 @@ class DataResult:
 
     completions: list[Completion]
     failure: str | None = None
+    fatal: bool = False
+    """The failure is a refused authentication: retrying with the same settings cannot succeed."""
 
 
 class NodeConnection:
@@ -100,6 +122,7 @@ class NodeConnection:
         config: NetworkConfig,
         *,
         jitter: Callable[[], float] | None = None,
+        nonce: Callable[[], str] | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -117,6 +140,13 @@ class NodeConnection:
         self._negotiation_version = _FIRST_API_VERSIONS_VERSION
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.last_failure: str | None = None
+        self._nonce = nonce
+        self._tls: TlsSession | None = None
+        self._tls_buffer = bytearray(_TLS_READ) if config.security.protocol.tls else bytearray()
+        self._sasl: SaslExchange | None = None
+        self._sasl_version = 0
+        self.session_lifetime_ms = 0
+        """What the broker's SaslAuthenticate v1+ said the session lasts (0: no limit)."""
 
     @property
     def address(self) -> str:
@@ -144,9 +174,17 @@ class NodeConnection:
         self._setup_deadline_ms = now_ms + self._config.connection_setup_timeout_ms
 
     def connect_established(self, now_ms: int) -> None:
-        """The TCP connection is up: negotiate versions before anything else is sent."""
-        self._transition_to(ConnectionState.NEGOTIATING)
+        """The TCP connection is up: the TLS handshake if there is one, then negotiate versions before anything
+        else is sent."""
         self._codec = ClientConnection(APIS, self._config.client_id, self._config.max_response_bytes)
+        security = self._config.security
+        if security.ssl_context is not None:
+            self._transition_to(ConnectionState.TLS_HANDSHAKE)
+            self._tls = TlsSession(security.ssl_context, server_side=False, server_hostname=self.host)
+            self._tls.receive(b"")  # the ClientHello
+            self._take_tls_output()
+            return
+        self._transition_to(ConnectionState.NEGOTIATING)
         self._send_api_versions(_FIRST_API_VERSIONS_VERSION, now_ms)
 
     def disconnected(self, now_ms: int, reason: str) -> list[Any]:
@@ -160,6 +198,8 @@ class NodeConnection:
         self._in_flight.clear()
         self._out.clear()
         self._codec = None
+        self._tls = None
+        self._sasl = None
         self.last_failure = reason
         # a connection that worked and then dropped reconnects after the initial backoff, not a longer one
         self.failures = 1 if was_ready else self.failures + 1
@@ -183,6 +223,20 @@ class NodeConnection:
 
     def can_send(self) -> bool:
         return self.state is ConnectionState.READY and len(self._in_flight) < self._config.max_in_flight
+
+    def closed_hint(self) -> str:
+        """Why a peer may close a connection before it is ready: most often a listener of another security
+        protocol (it drops the bytes it cannot read). Empty once ready."""
+        protocol = self._config.security.protocol.text
+        if self.state is ConnectionState.TLS_HANDSHAKE:
+            return (f" during the TLS handshake (security.protocol={protocol}): is it a TLS listener (SSL or "
+                    f"SASL_SSL)?")  # fmt: skip
+        if self.state is ConnectionState.NEGOTIATING:
+            return (f" before answering ApiVersions (security.protocol={protocol}): is it a TLS or SASL listener of "
+                    f"another protocol?")  # fmt: skip
+        if self.state is ConnectionState.AUTHENTICATING:
+            return f" during SASL authentication (security.protocol={protocol})"
+        return ""
 
     # --- versions ----------------------------------------------------------------------------------------
 
@@ -229,7 +283,7 @@ class NodeConnection:
         except (LocalProtocolError, TypeError, ValueError, OverflowError, struct.error) as e:
             # a body that does not fit the version (or the schema): fail this request, keep the connection
             raise KafkaProtocolError(f"cannot encode {api.name} v{version}: {e}") from None
-        self._out.append(memoryview(wire))
+        self._queue(wire)
         if expect_response:
             timeout = self._config.request_timeout_ms if timeout_ms is None else timeout_ms
             self._in_flight[corr] = InFlight(tag, api, version, now_ms, now_ms + timeout)
@@ -240,13 +294,32 @@ class NodeConnection:
             client_software_name=CLIENT_SOFTWARE_NAME if version >= 3 else "",
             client_software_version=CLIENT_SOFTWARE_VERSION if version >= 3 else "",
         )
-        corr, wire = self._codec.send_request(_API_VERSIONS, version, body)
-        self._out.append(memoryview(wire))
-        self._negotiation_corr = corr
+        self._negotiation_corr = self._send_internal(_API_VERSIONS, version, body, now_ms)
         self._negotiation_version = version
-        self._in_flight[corr] = InFlight(
-            None, _API_VERSIONS, version, now_ms, now_ms + self._config.request_timeout_ms
-        )
+
+    def _send_internal(self, api: CompiledApi, version: int, body: Any, now_ms: int) -> int:
+        """A request of the connection's own (negotiation, authentication): in flight with no tag."""
+        assert self._codec is not None
+        corr, wire = self._codec.send_request(api, version, body)
+        self._queue(wire)
+        self._in_flight[corr] = InFlight(None, api, version, now_ms, now_ms + self._config.request_timeout_ms)
+        return corr
+
+    def _queue(self, wire: bytes | bytearray | memoryview) -> None:
+        if self._tls is None:
+            self._out.append(memoryview(wire))
+            return
+        try:
+            self._tls.encrypt([wire])
+        except TlsError as e:
+            raise KafkaProtocolError(f"cannot encrypt a request to {self.address}: {e}") from None
+        self._take_tls_output()
+
+    def _take_tls_output(self) -> None:
+        assert self._tls is not None
+        data = self._tls.data_to_send()
+        if data:
+            self._out.append(memoryview(data))
 
     def has_output(self) -> bool:
         return bool(self._out)
@@ -276,17 +349,45 @@ class NodeConnection:
         """Bytes from the socket: decode every complete response. Negotiation is handled here; responses to
         the shell's requests come back as completions. A broken peer yields a ``failure`` reason, after which
         the shell must close the socket and call ``disconnected``."""
-        self._codec_for_data().receive_data(data)
+        codec = self._codec_for_data()
+        if self._tls is not None:
+            return self._tls_received(memoryview(data), now_ms)
+        codec.receive_data(data)
         return self._responses(now_ms)
 
     def recv_buffer(self) -> memoryview:
         """Where the shell's next socket read should put its bytes (``recv_into``); then call ``on_received``.
         A large response is read straight into a buffer of its own, so its bytes are copied once."""
-        return self._codec_for_data().recv_buffer()
+        codec = self._codec_for_data()
+        if self._tls is not None:
+            return memoryview(self._tls_buffer)
+        return codec.recv_buffer()
 
     def on_received(self, n: int, now_ms: int) -> DataResult:
         """``n`` bytes were read into ``recv_buffer()``: as ``on_data``."""
-        self._codec_for_data().advance(n)
+        codec = self._codec_for_data()
+        if self._tls is not None:
+            return self._tls_received(memoryview(self._tls_buffer)[:n], now_ms)
+        codec.advance(n)
+        return self._responses(now_ms)
+
+    def _tls_received(self, data: bytes | memoryview, now_ms: int) -> DataResult:
+        tls = self._tls
+        assert tls is not None and self._codec is not None
+        handshaking = self.state is ConnectionState.TLS_HANDSHAKE
+        try:
+            plain = tls.receive(data)
+        except TlsError as e:
+            self._take_tls_output()
+            return DataResult([], tls_failure(self.address, str(e), handshaking))
+        except TlsClosed:
+            return DataResult([], f"{self.address} closed the TLS session")
+        self._take_tls_output()
+        if handshaking and tls.established:
+            self._transition_to(ConnectionState.NEGOTIATING)
+            self._send_api_versions(_FIRST_API_VERSIONS_VERSION, now_ms)
+        if plain:
+            self._codec.receive_data(plain)  # copies: the plaintext view is the session's buffer
         return self._responses(now_ms)
 
     def _codec_for_data(self) -> ClientConnection:
@@ -318,9 +419,14 @@ class NodeConnection:
                     done, f"{self.address} answered correlation id {corr}, which is not in flight"
                 )
             if flight.tag is None:
-                failure = self._on_api_versions(body, now_ms)
+                if flight.api is _API_VERSIONS:
+                    failure = self._on_api_versions(body, now_ms)
+                    fatal = False
+                else:
+                    failure = self._on_sasl(flight.api, body, now_ms)
+                    fatal = failure is not None
                 if failure is not None:
-                    return DataResult(done, failure)
+                    return DataResult(done, failure, fatal)
                 continue
             done.append(Completion(flight.tag, version, body))
 
@@ -335,10 +441,61 @@ class NodeConnection:
         if code != ErrorCode.NONE:
             return f"{self.address} refused ApiVersions v{self._negotiation_version}: {describe(code)} (error {code})"
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        sasl = self._config.security.sasl
+        if sasl is None:
+            self._ready()
+            return None
+        self._transition_to(ConnectionState.AUTHENTICATING)
+        if not self.supports(_SASL_HANDSHAKE) or not self.supports(_SASL_AUTHENTICATE):
+            return self._auth_failed("the broker does not serve SaslHandshake and SaslAuthenticate (is it a SASL listener?)")
+        self._send_internal(_SASL_HANDSHAKE, min(1, self.api_versions[_SASL_HANDSHAKE.key][1]),
+                            _SASL_HANDSHAKE.Request(mechanism=sasl.mechanism), now_ms)  # fmt: skip
+        return None
+
+    def _ready(self) -> None:
         self._transition_to(ConnectionState.READY)
         self.failures = 0
         self.last_failure = None
+
+    def _auth_failed(self, why: str) -> str:
+        sasl = self._config.security.sasl
+        assert sasl is not None
+        return f"authentication failed for user {sasl.username} with {sasl.mechanism}: {why}"
+
+    def _on_sasl(self, api: CompiledApi, body: Any, now_ms: int) -> str | None:
+        sasl = self._config.security.sasl
+        assert sasl is not None
+        code = body.error_code
+        if api is _SASL_HANDSHAKE:
+            if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+                return self._auth_failed(
+                    f"the broker does not enable {sasl.mechanism} (it enables {', '.join(body.mechanisms) or 'none'})"
+                )
+            if code != ErrorCode.NONE:
+                return self._auth_failed(f"SaslHandshake refused: {describe(code)} (error {code})")
+            if self._nonce is None:
+                raise IllegalTransitionError("SASL needs the nonce source the shell provides")
+            self._sasl = SaslExchange(sasl, self._nonce)
+            self._sasl_version = self.version_for(_SASL_AUTHENTICATE, 2)
+            self._send_authenticate(self._sasl.first_token(), now_ms)
+            return None
+        if code != ErrorCode.NONE:
+            return self._auth_failed(getattr(body, "error_message", None) or f"{describe(code)} (error {code})")
+        assert self._sasl is not None
+        try:
+            token = self._sasl.next_token(bytes(body.auth_bytes))
+        except SaslAuthenticationError as e:
+            return self._auth_failed(str(e))
+        if token is not None:
+            self._send_authenticate(token, now_ms)
+            return None
+        self.session_lifetime_ms = getattr(body, "session_lifetime_ms", 0) or 0
+        self._sasl = None
+        self._ready()
         return None
+
+    def _send_authenticate(self, token: bytes, now_ms: int) -> None:
+        self._send_internal(_SASL_AUTHENTICATE, self._sasl_version, _SASL_AUTHENTICATE.Request(auth_bytes=token), now_ms)
 
     # --- time ----------------------------------------------------------------------------------------------
 
@@ -346,7 +503,7 @@ class NodeConnection:
         """``(reason, tag)`` when the connection must be closed because connecting or a request took too
         long (``tag`` is the timed-out request's, None for the connection itself); None otherwise. Responses
         come in order, so one overdue request means the connection is stuck: Java closes it too."""
-        if self.state is ConnectionState.CONNECTING:
+        if self.state in (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE):
             if now_ms >= self._setup_deadline_ms:
                 return (
                     f"no connection to {self.address} within "
@@ -356,7 +513,7 @@ class NodeConnection:
             return None
         for f in self._in_flight.values():
             if now_ms >= f.deadline_ms:
-                what = f.api.name if f.tag is not None else "ApiVersions (negotiation)"
+                what = f.api.name if f.tag is not None else f"{f.api.name} ({_SETUP_STEP[f.api.name]})"
                 return (
                     f"{what} to {self.address} got no response within {f.deadline_ms - f.sent_ms} ms",
                     f.tag,
@@ -367,8 +524,23 @@ class NodeConnection:
         """When this connection next needs attention without any I/O: a timeout, or the end of the backoff."""
         if self.state is ConnectionState.DISCONNECTED:
             return self.reconnect_at_ms
-        if self.state is ConnectionState.CONNECTING:
+        if self.state in (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE):
             return self._setup_deadline_ms
         if not self._in_flight:
             return None
         return min(f.deadline_ms for f in self._in_flight.values())
+
+
+def tls_failure(address: str, reason: str, handshaking: bool) -> str:
+    """The TLS error in the words a user acts on: the broker's certificate is not trusted, it is for another host
+    name, or the peer does not speak TLS."""
+    low = reason.lower()
+    if "hostname mismatch" in low or "ip address mismatch" in low:
+        cause = f"hostname mismatch: the broker's certificate is not valid for this address ({reason})"
+    elif "certificate verify failed" in low:
+        cause = f"certificate not trusted: {reason} (ssl.ca.location / ssl.truststore.location names the CA to trust)"
+    elif "wrong version number" in low or "record layer failure" in low or "packet length too long" in low:
+        cause = f"the peer does not speak TLS ({reason}): is it a PLAINTEXT or SASL_PLAINTEXT listener?"
+    else:
+        cause = reason
+    return f"{address}: TLS {'handshake ' if handshaking else ''}failed: {cause}"

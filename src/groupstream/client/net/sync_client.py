@@ -118,6 +118,8 @@ class SyncClient(ClosesOnExit):
                 raise KafkaConnectionError(f"node {node_id}", e.detail) from None
             conn = self._client.connection(node_id)
             assert conn is not None  # ready() created it
+            if self._client.fatal is not None:  # a refused authentication: raised as the broker's refusal
+                raise self._client.fatal
             if conn.failures > failures_before:
                 raise _connection_error(conn.address, conn.last_failure or "connection failed")
             if now >= deadline:

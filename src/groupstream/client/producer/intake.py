@@ -56,9 +56,11 @@ class RecordIntake:
         max_block_ms: int,
         on_failed: RecordFailed,
         unreachable: Callable[[], str | None] = lambda: None,
+        fatal: Callable[[], BaseException | None] = lambda: None,
     ) -> None:
         """``on_failed(record, error)`` settles a record that gives up (called with the accumulator's lock
-        held); ``unreachable()``: why no broker can be reached right now, or None (the network client's view)."""
+        held); ``unreachable()``: why no broker can be reached right now, or None (the network client's view);
+        ``fatal()``: the error every record fails with at once (a refused authentication), or None."""
         self._records = records
         self._acc = accumulator
         self._metadata = metadata
@@ -67,6 +69,7 @@ class RecordIntake:
         self._max_block_ms = max_block_ms
         self._on_failed = on_failed
         self._unreachable = unreachable
+        self._fatal = fatal
         self._waiting: dict[str, _Waiting] = {}
         self._seen_version = -1
 
@@ -141,13 +144,22 @@ class RecordIntake:
         if code is not None and not is_retriable(code):
             self._fail(rec, KafkaError(code, resource=topic))
             return
+        fatal = self._fatal()
+        if fatal is not None:
+            self._fail(rec, fatal)
+            return
         self._waiting[topic] = _Waiting(now_ms + self._max_block_ms, [rec])
         self._metadata.add_topics((topic,))
         self._metadata.request_update()
 
     def _place_waiting(self, now_ms: int) -> None:
         metadata = self._metadata
+        fatal = self._fatal()
         for topic in list(self._waiting):
+            if fatal is not None:
+                for rec in self._waiting.pop(topic).records:
+                    self._fail(rec, fatal)
+                continue
             count = metadata.partition_count(topic)
             if count is None:
                 code = metadata.topic_errors.get(topic)

@@ -104,6 +104,7 @@ class Producer(BulkPaths, Lifecycle):
             max_block_ms=cfg.max_block_ms,
             on_failed=self._record_failed,
             unreachable=lambda: self._client.unreachable,
+            fatal=lambda: self._client.fatal,
         )
         managers: list[Any] = [self._intake]
         if self._idempotence is not None:

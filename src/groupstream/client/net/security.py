@@ -1,0 +1,205 @@
+"""The client's ``security.protocol``, TLS and SASL settings (Kafka's, librdkafka's and Java's names), and the
+client side of the SASL mechanisms as pure token exchanges.
+
+`SecurityConfig.read` builds the ``ssl.SSLContext`` once (it reads the PEM files, so a missing or bad file fails
+at construction with the property named); the connections only wrap it around memory BIOs (`TlsSession`), so the
+connection state machine stays free of I/O. `SaslExchange` turns server tokens into client tokens and holds no
+socket and no clock; the SCRAM nonce is drawn by the caller.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from groupstream.client.errors import ClientConfigError
+from groupstream.security.jaas import JaasError, parse_jaas
+from groupstream.security.scram import ScramClient, ScramError, ScramMechanism
+
+SECURITY_PROPERTIES = (
+    "security.protocol",
+    "ssl.ca.location",
+    "ssl.truststore.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
+)
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOGIN_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
+    "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+}
+
+
+class SecurityProtocol(Enum):
+    PLAINTEXT = ("PLAINTEXT", False, False)
+    SSL = ("SSL", True, False)
+    SASL_PLAINTEXT = ("SASL_PLAINTEXT", False, True)
+    SASL_SSL = ("SASL_SSL", True, True)
+
+    def __init__(self, text: str, tls: bool, sasl: bool) -> None:
+        self.text = text
+        self.tls = tls
+        self.sasl = sasl
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # never print the password
+        return f"SaslSettings(mechanism={self.mechanism!r}, username={self.username!r})"
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    ssl_context: ssl.SSLContext | None = None
+    check_hostname: bool = True
+    sasl: SaslSettings | None = None
+
+    @classmethod
+    def read(cls, r: _Reader) -> SecurityConfig:
+        text = str(r.raw("security.protocol", "PLAINTEXT")).strip().upper()
+        try:
+            protocol = next(p for p in SecurityProtocol if p.text == text)
+        except StopIteration:
+            raise ClientConfigError(
+                f"security.protocol must be one of {', '.join(p.text for p in SecurityProtocol)}, "
+                f"got {r.raw('security.protocol')!r}"
+            ) from None
+        context: ssl.SSLContext | None = None
+        check_hostname = True
+        if protocol.tls:
+            algorithm = r.str_("ssl.endpoint.identification.algorithm", "https").strip().lower()
+            if algorithm not in ("https", ""):
+                raise ClientConfigError(
+                    f"ssl.endpoint.identification.algorithm must be 'https' (verify the broker's host name) or "
+                    f"empty (do not), got {algorithm!r}"
+                )
+            check_hostname = algorithm == "https"
+            context = _ssl_context(r, check_hostname)
+        sasl = _sasl_settings(r, protocol) if protocol.sasl else None
+        return cls(protocol, context, check_hostname, sasl)
+
+
+PLAINTEXT = SecurityConfig()
+
+
+class _Reader(Protocol):  # the part of PropertyReader used here (config.py imports this module)
+    def raw(self, name: str, default: object = None) -> object: ...
+    def str_(self, name: str, default: str) -> str: ...
+    def has(self, name: str) -> bool: ...
+
+
+def _ssl_context(r: _Reader, check_hostname: bool) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = check_hostname
+    context.verify_mode = ssl.CERT_REQUIRED
+    ca_name = "ssl.ca.location" if r.has("ssl.ca.location") else "ssl.truststore.location"
+    if r.has(ca_name):
+        ca = r.str_(ca_name, "")
+        try:
+            context.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as e:
+            raise ClientConfigError(f"{ca_name}: cannot read CA certificates from {ca!r}: {_why(e)}") from None
+    else:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if r.has("ssl.certificate.location") or r.has("ssl.key.location"):
+        if not r.has("ssl.certificate.location"):
+            raise ClientConfigError("ssl.key.location is set without ssl.certificate.location")
+        cert = r.str_("ssl.certificate.location", "")
+        key = r.str_("ssl.key.location", "") or None
+        password = r.str_("ssl.key.password", "") or None
+        try:
+            context.load_cert_chain(cert, key, password)
+        except (OSError, ssl.SSLError) as e:
+            raise ClientConfigError(
+                f"ssl.certificate.location/ssl.key.location: cannot load the client certificate {cert!r}"
+                f"{f' and key {key!r}' if key else ''}: {_why(e)}"
+            ) from None
+    return context
+
+
+def _why(e: OSError | ssl.SSLError) -> str:
+    if isinstance(e, ssl.SSLError) and getattr(e, "reason", None):
+        return str(e.reason).replace("_", " ").lower()
+    return e.strerror or str(e)
+
+
+def _sasl_settings(r: _Reader, protocol: SecurityProtocol) -> SaslSettings:
+    mechanism = r.str_("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise ClientConfigError(
+            f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)} with security.protocol={protocol.text}, "
+            f"got {r.raw('sasl.mechanism', 'GSSAPI (the default, not supported)')!r}"
+        )
+    username = r.str_("sasl.username", "") if r.has("sasl.username") else None
+    password = r.str_("sasl.password", "") if r.has("sasl.password") else None
+    if r.has("sasl.jaas.config"):
+        try:
+            entry = parse_jaas(r.str_("sasl.jaas.config", ""))
+        except JaasError as e:
+            raise ClientConfigError(str(e)) from None
+        allowed = _LOGIN_MODULES.get(entry.module)
+        if allowed is None:
+            raise ClientConfigError(
+                f"sasl.jaas.config: login module {entry.module} is not supported; use one of "
+                f"{', '.join(_LOGIN_MODULES)}"
+            )
+        if mechanism not in allowed:
+            raise ClientConfigError(f"sasl.jaas.config: {entry.module} does not serve sasl.mechanism={mechanism}")
+        username = entry.options.get("username", username)
+        password = entry.options.get("password", password)
+    if not username or password is None:
+        raise ClientConfigError(
+            f"sasl.mechanism={mechanism} needs sasl.username and sasl.password (or sasl.jaas.config with "
+            f'username="..." password="...")'
+        )
+    return SaslSettings(mechanism, username, password)
+
+
+class SaslAuthenticationError(Exception):
+    """The client side of the exchange refused the server's answer (a SCRAM server that proved nothing)."""
+
+
+class SaslExchange:
+    """One SASL exchange, client side: ``first_token()``, then ``next_token(server_token)`` for each server
+    token until it returns None (the exchange is complete). Pure."""
+
+    def __init__(self, settings: SaslSettings, nonce: Callable[[], str]) -> None:
+        self.settings = settings
+        self._scram: ScramClient | None = None
+        self._step = 0
+        scram = ScramMechanism.from_name(settings.mechanism)
+        if scram is not None:
+            self._scram = ScramClient(scram, settings.username, settings.password, nonce())
+
+    def first_token(self) -> bytes:
+        self._step = 1
+        if self._scram is None:
+            return f"\0{self.settings.username}\0{self.settings.password}".encode()
+        return self._scram.first_message()
+
+    def next_token(self, server_token: bytes) -> bytes | None:
+        step, self._step = self._step, self._step + 1
+        if self._scram is None:
+            return None  # PLAIN: one round
+        try:
+            if step == 1:
+                return self._scram.final_message(server_token)
+            self._scram.check_server_final(server_token)
+        except ScramError as e:
+            raise SaslAuthenticationError(str(e)) from None
+        return None

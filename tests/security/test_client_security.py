@@ -1,0 +1,199 @@
+"""Our own clients (Producer, Consumer in a group, Admin) over TLS and SASL against our broker: SASL_SSL with
+SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, SSL with mutual TLS, SASL_PLAINTEXT; then the refusals, each with the
+cause in its text: a wrong password, a CA we do not trust, a certificate for another host name, TLS spoken to a
+plaintext port and plaintext spoken to a TLS port. The settings are the ones librdkafka and Java users already
+write (``ssl.ca.location`` or ``ssl.truststore.location``, ``sasl.jaas.config``)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from secure_broker import SecureBrokerProcess
+from tls_pki import Pki
+
+from groupstream import Consumer, Producer
+from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.errors import ClientConfigError, KafkaConnectionError, KafkaError
+from groupstream.protocol.error_codes import ErrorCode
+from support.brokers import free_port, groupstream_command
+
+pytestmark = pytest.mark.broker_ours
+
+USER, PASSWORD = "alice", "alice-secret"
+RECORDS = 20
+MODES = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "mTLS", "SASL_PLAINTEXT"]
+
+
+@dataclass
+class Secure:
+    process: SecureBrokerProcess
+    pki: Pki
+    sasl_ssl: int
+    mtls: int
+    sasl_plaintext: int
+
+    @property
+    def plaintext(self) -> int:
+        return self.process.port
+
+    def conf(self, mode: str, **extra: Any) -> dict[str, Any]:
+        if mode == "mTLS":
+            conf: dict[str, Any] = {
+                "bootstrap.servers": f"127.0.0.1:{self.mtls}", "security.protocol": "SSL",
+                "ssl.ca.location": str(self.pki.ca), "ssl.certificate.location": str(self.pki.client.cert),
+                "ssl.key.location": str(self.pki.client.key),
+            }  # fmt: skip
+        elif mode == "SASL_PLAINTEXT":
+            conf = {"bootstrap.servers": f"127.0.0.1:{self.sasl_plaintext}", "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": USER, "sasl.password": PASSWORD}  # fmt: skip
+        else:
+            conf = {"bootstrap.servers": f"127.0.0.1:{self.sasl_ssl}", "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": str(self.pki.ca), "sasl.mechanism": mode, "sasl.username": USER,
+                    "sasl.password": PASSWORD}  # fmt: skip
+        conf.update(extra)
+        return conf
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secure]:
+    workdir = tmp_path_factory.mktemp("secure-own-client")
+    sasl_ssl, mtls, sasl_plaintext = free_port(), free_port(), free_port()
+    settings = {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "ssl.keystore.location": str(pki.broker.pem_keystore),
+        "ssl.truststore.location": str(pki.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.partitions": "3",
+    }
+    listeners = [f"SASL_SSL://127.0.0.1:{sasl_ssl}", f"SSL://127.0.0.1:{mtls}",
+                 f"SASL_PLAINTEXT://127.0.0.1:{sasl_plaintext}"]  # fmt: skip
+    process = SecureBrokerProcess(workdir, listeners, settings=settings)
+    added = subprocess.run([*groupstream_command(), "users", "add", "--data-dir", str(process.data_dir), "--user", USER,
+                            "--password", PASSWORD], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert added.returncode == 0, added.stderr  # both SCRAM mechanisms; PLAIN checks against them
+    with process:
+        yield Secure(process, pki, sasl_ssl, mtls, sasl_plaintext)
+
+
+# --- it works -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_produce_consume_in_a_group_and_admin(secure: Secure, mode: str) -> None:
+    topic, group = f"sec-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    conf = secure.conf(mode)
+    with Admin(conf) as admin:
+        created = admin.create_topics([NewTopic(topic, 3)])
+        assert created[topic].num_partitions == 3
+    values = [f"{mode}-{i}".encode() for i in range(RECORDS)]
+    producer = Producer({**conf, "linger.ms": 5})
+    handles = [producer.produce(topic, v) for v in values]
+    assert producer.flush(30) == 0
+    assert all(h.result().offset >= 0 for h in handles)
+    producer.close()
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < RECORDS and time.monotonic() < deadline:
+        got += [r.value for r in consumer.poll(0.5)]
+    consumer.commit()
+    consumer.close()
+    assert sorted(got) == sorted(values)
+    with Admin(conf) as admin:
+        assert group in {g.group_id for g in admin.list_groups()}
+
+
+def test_java_names_truststore_and_jaas_config(secure: Secure) -> None:
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{secure.sasl_ssl}", "security.protocol": "SASL_SSL",
+        "ssl.truststore.location": str(secure.pki.ca), "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{USER}" '
+                            f'password="{PASSWORD}";',
+    }  # fmt: skip
+    with Admin(conf) as admin:
+        assert admin.describe_cluster().brokers
+
+
+def test_hostname_verification_can_be_turned_off(secure: Secure) -> None:
+    # 127.1 is 127.0.0.1 to the resolver, but a DNS name to the certificate check, which lists localhost only
+    conf = secure.conf("PLAIN", **{"bootstrap.servers": f"127.1:{secure.sasl_ssl}",
+                                   "ssl.endpoint.identification.algorithm": ""})  # fmt: skip
+    with Admin(conf) as admin:
+        assert admin.describe_cluster().brokers
+
+
+# --- refusals -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_wrong_password_is_a_fatal_error_naming_user_and_mechanism(secure: Secure, mechanism: str) -> None:
+    conf = secure.conf(mechanism, **{"sasl.password": "wrong"})
+    started = time.monotonic()
+    with pytest.raises(KafkaError) as info:  # the Admin connects as it is made
+        Admin(conf)
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert f"authentication failed for user {USER} with {mechanism}: " in str(info.value)
+    assert time.monotonic() - started < 10  # refused once, not retried until a timeout
+
+
+def test_wrong_password_fails_producer_deliveries_and_consumer_poll(secure: Secure) -> None:
+    conf = secure.conf("SCRAM-SHA-256", **{"sasl.password": "wrong"})
+    producer = Producer(conf)
+    handle = producer.produce("anything", b"v")
+    producer.flush(30)
+    with pytest.raises(KafkaError) as info:
+        handle.result()
+    assert f"authentication failed for user {USER} with SCRAM-SHA-256" in str(info.value)
+    producer.close(5)
+    consumer = Consumer({**conf, "group.id": "never"})
+    consumer.subscribe(["anything"])
+    with pytest.raises(KafkaError) as info:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            consumer.poll(0.5)
+    assert f"authentication failed for user {USER} with SCRAM-SHA-256" in str(info.value)
+    consumer.close()
+
+
+def test_untrusted_ca(secure: Secure) -> None:
+    conf = secure.conf("PLAIN", **{"ssl.ca.location": str(secure.pki.rogue_ca)})
+    with pytest.raises(KafkaConnectionError) as info:
+        Admin(conf)
+    assert "TLS handshake failed: certificate not trusted" in str(info.value)
+
+
+def test_hostname_mismatch(secure: Secure) -> None:
+    conf = secure.conf("PLAIN", **{"bootstrap.servers": f"127.1:{secure.sasl_ssl}"})
+    with pytest.raises(KafkaConnectionError) as info:
+        Admin(conf)
+    assert "TLS handshake failed: hostname mismatch" in str(info.value)
+    assert "127.1" in str(info.value)
+
+
+def test_plaintext_client_on_a_tls_port(secure: Secure) -> None:
+    conf = {"bootstrap.servers": f"127.0.0.1:{secure.mtls}", "request.timeout.ms": 5000}
+    with pytest.raises(KafkaConnectionError) as info:
+        Admin(conf)
+    assert f"127.0.0.1:{secure.mtls}" in str(info.value)
+    assert "closed the connection before answering ApiVersions (security.protocol=PLAINTEXT)" in str(info.value)
+
+
+def test_tls_client_on_a_plaintext_port(secure: Secure) -> None:
+    conf = secure.conf("mTLS", **{"bootstrap.servers": f"127.0.0.1:{secure.plaintext}"})
+    with pytest.raises(KafkaConnectionError) as info:
+        Admin(conf)
+    assert "closed the connection during the TLS handshake (security.protocol=SSL)" in str(info.value)
+
+
+def test_unknown_security_protocol_names_the_choices() -> None:
+    with pytest.raises(ClientConfigError) as info:
+        Admin({"bootstrap.servers": "127.0.0.1:9", "security.protocol": "TLS"})
+    assert "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in str(info.value)
