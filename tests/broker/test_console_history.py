@@ -101,3 +101,10 @@ def test_lag_history_keeps_the_last_samples_and_forgets_deleted_groups() -> None
     svg = lag_svg(h.series("g"))
     assert 'data-points="3"' in svg and ">8</text>" in svg  # the largest lag labels the axis
     assert "starts after two samples" in lag_svg([(1000, 1)])
+    rates = LagHistory()
+    rates.record(1000, {"t": 100})
+    assert rates.rate("t") is None
+    rates.record(1500, {"t": 150})
+    assert rates.rate("t") is None  # not a second apart yet
+    rates.record(3000, {"t": 400})
+    assert rates.rate("t") == 250 * 1000 / 1500  # from the sample at 1500 ms, the latest a second before

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.offsets_topic import is_internal
@@ -35,13 +36,15 @@ class BrokerConsole:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.lag_history = LagHistory()
+        self.end_history = LagHistory()  # each topic's end offsets summed: its rate
 
     def routes(self) -> dict[str, Any]:
         return {"/": self.front, "/groups/": self.group}
 
     def front(self, _: str) -> tuple[str, bytes]:
         rows = self._sampled()
-        return HTML, front_page(_topics(self.broker), rows).encode()
+        topics = [replace(t, rate=self.end_history.rate(t.name)) for t in self._topics_sampled()]
+        return HTML, front_page(topics, rows).encode()
 
     def group(self, name: str) -> tuple[str, bytes] | None:
         rows = self._sampled()
@@ -58,7 +61,14 @@ class BrokerConsole:
     async def sample_forever(self) -> None:
         while True:
             self._sampled()
+            self._topics_sampled()
             await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling period itself, not a wait for a condition
+
+    def _topics_sampled(self) -> list[TopicRow]:
+        topics = _topics(self.broker)
+        self.end_history.record(self.broker.now_ms(), {t.name: t.end_offsets for t in topics})
+        self.end_history.forget({t.name for t in topics})
+        return topics
 
     def _sampled(self) -> list[GroupRow]:
         rows = [row for row, _ in _groups(self.broker)]

@@ -60,7 +60,7 @@ async def _serve(console: ClusterConsole, host: str, port: int, bootstrap: str) 
         while True:
             await asyncio.sleep(SAMPLE_EVERY_S)  # the sampling period of the lag charts
             try:
-                console.sample()
+                console.front()  # samples the groups' lags and the topics' end offsets
             except ClientError as e:  # a cluster that went away for a while: the next sample tries again
                 stderr.print(f"sampling lag failed: {e}")
 

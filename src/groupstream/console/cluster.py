@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from groupstream.client.admin import Admin
@@ -28,12 +29,14 @@ class ClusterConsole:
         self.config = dict(config)
         self.admin = Admin(config)
         self.lag_history = LagHistory()
+        self.end_history = LagHistory()  # each topic's end offsets summed: its rate
 
     def close(self) -> None:
         self.admin.close()
 
     def front(self) -> str:
-        return front_page(self._topics(), self.sample())
+        rows = self.sample()
+        return front_page([replace(t, rate=self.end_history.rate(t.name)) for t in self._topics()], rows)
 
     def group(self, name: str) -> str | None:
         row = next((row for row in self.sample() if row.group_id == name), None)
@@ -50,9 +53,15 @@ class ClusterConsole:
         self.lag_history.forget({r.group_id for r in rows})
         return rows
 
+    def _topics(self) -> list[TopicRow]:
+        topics = self._topic_rows()
+        self.end_history.record(int(time.time() * 1000), {t.name: t.end_offsets for t in topics})
+        self.end_history.forget({t.name for t in topics})
+        return topics
+
     # --- views ----------------------------------------------------------------------------------------
 
-    def _topics(self) -> list[TopicRow]:
+    def _topic_rows(self) -> list[TopicRow]:
         topics = self.admin.list_topics()
         ends = self.admin.log_end_offsets((n, p.partition) for n, d in topics.items() for p in d.partitions)
         return [

@@ -33,6 +33,7 @@ class TopicRow:
     partitions: int
     end_offsets: int
     size_bytes: int | None  # None: not known (a client cannot ask Kafka for it without DescribeLogDirs)
+    rate: float | None = None  # records written per second lately (None: not sampled twice yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +96,10 @@ class _Raw(str):
 
 def front_page(topics: Sequence[TopicRow], groups: Sequence[GroupRow]) -> str:
     topic_rows = [
-        (t.name, t.partitions, f"{t.end_offsets:,}", "-" if t.size_bytes is None else f"{t.size_bytes:,}")
+        (t.name, t.partitions, f"{t.end_offsets:,}", "-" if t.size_bytes is None else f"{t.size_bytes:,}",
+         "-" if t.rate is None else f"{t.rate:,.1f}")
         for t in topics
-    ]
+    ]  # fmt: skip
     group_rows = [
         (_Raw(f'<a href="/groups/{escape(g.group_id, quote=True)}">{escape(g.group_id)}</a>'), g.protocol, g.state,
          g.members, "" if g.lag is None else f"{g.lag:,}")
@@ -107,7 +109,8 @@ def front_page(topics: Sequence[TopicRow], groups: Sequence[GroupRow]) -> str:
         f"<h2>Consumer groups ({len(groups)})</h2>"
         + _table(["group", "protocol", "state", "members", "lag"], group_rows, frozenset({3, 4}))
         + f"<h2>Topics ({len(topics)})</h2>"
-        + _table(["topic", "partitions", "records (end offsets)", "bytes"], topic_rows, frozenset({1, 2, 3}))
+        + _table(["topic", "partitions", "records (end offsets)", "bytes", "records/s"], topic_rows,
+                 frozenset({1, 2, 3, 4}))
     )
     return page("overview", body)
 
