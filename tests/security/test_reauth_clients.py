@@ -87,3 +87,34 @@ def test_confluent_reauthenticates(broker: Broker, pki: Pki, caplog: pytest.LogC
     assert producer.flush(10) == 0
     assert acked and all(acked), f"{acked.count(False)} of {len(acked)} records failed"
     check_broker_side(caplog)
+
+
+def test_our_producer_and_admin_reauthenticate(broker: Broker, pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
+    from groupstream import Producer
+    from groupstream.client.admin import Admin
+
+    caplog.set_level(logging.DEBUG, "groupstream.broker")
+    conf = {"bootstrap.servers": bootstrap(broker), "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": USER, "sasl.password": PASSWORD, "ssl.ca.location": str(pki.ca)}  # fmt: skip
+    producer = Producer({**conf, "linger.ms": 0})
+    handles = []
+    started = time.monotonic()
+
+    def step() -> bool:
+        handles.append(producer.produce("reauth-ours", b"x"))
+        producer.flush(10)
+        return time.monotonic() - started > 3.5 * LIFETIME_MS / 1000
+
+    try:
+        wait_until(step, 30, "3.5 session lifetimes of traffic")
+    finally:
+        producer.close()
+    assert len(handles) > 20
+    assert all(h.result().offset >= 0 for h in handles)
+    check_broker_side(caplog)
+    with Admin(conf) as admin:  # an Admin idle past its session's re-authentication time carries on
+        assert admin.describe_cluster().brokers
+        before = count(caplog, " re-authenticated on SASL_SSL://")
+        wait_until(lambda: bool(admin.list_topics()) and count(caplog, " re-authenticated on SASL_SSL://") > before,
+                   10, "the Admin re-authenticated")  # fmt: skip
+        assert count(caplog, "expired") == 0

@@ -503,6 +503,8 @@ class NetworkClient:
 
     def _expire(self, now_ms: int) -> None:
         for node_id, conn in list(self._conns.items()):
+            if conn.maybe_reauthenticate(now_ms):
+                log.debug("re-authenticating with node %s (%s) before its SASL session ends", node_id, conn.address)
             overdue = conn.check_timeouts(now_ms)
             if overdue is not None:
                 reason, tag = overdue

@@ -11,7 +11,10 @@ TLS_HANDSHAKE is entered with ``security.protocol`` SSL or SASL_SSL: OpenSSL run
 here before the shell sees it. AUTHENTICATING is entered with SASL_PLAINTEXT or SASL_SSL once versions are known:
 SaslHandshake v1 names the mechanism, then SaslAuthenticate carries the tokens (`SaslExchange`). A refused
 authentication is fatal (``DataResult.fatal``): the shell fails the application's requests with it instead of
-retrying, as Java's client does with an AuthenticationException.
+retrying, as Java's client does with an AuthenticationException. When SaslAuthenticate reports a session
+lifetime (KIP-368, the broker's ``connections.max.reauth.ms``), the connection re-authenticates at 85% of it on
+the same connection (SaslHandshake, then SaslAuthenticate again), holding new requests back meanwhile while the
+state stays READY; the requests already in flight are answered first, in order.
 
 The I/O shell (`NetworkClient`) opens the socket and reports what happened; this object decides what to send,
 keeps the in-flight requests with their deadlines, picks the API version for each request (the highest both
@@ -147,6 +150,9 @@ class NodeConnection:
         self._sasl_version = 0
         self.session_lifetime_ms = 0
         """What the broker's SaslAuthenticate v1+ said the session lasts (0: no limit)."""
+        self._reauth_at_ms: int | None = None
+        self._reauthenticating = False
+        self.reauthentications = 0
 
     @property
     def address(self) -> str:
@@ -200,6 +206,8 @@ class NodeConnection:
         self._codec = None
         self._tls = None
         self._sasl = None
+        self._reauth_at_ms = None
+        self._reauthenticating = False
         self.last_failure = reason
         # a connection that worked and then dropped reconnects after the initial backoff, not a longer one
         self.failures = 1 if was_ready else self.failures + 1
@@ -222,7 +230,24 @@ class NodeConnection:
         return len(self._in_flight)
 
     def can_send(self) -> bool:
-        return self.state is ConnectionState.READY and len(self._in_flight) < self._config.max_in_flight
+        return (
+            self.state is ConnectionState.READY
+            and not self._reauthenticating
+            and len(self._in_flight) < self._config.max_in_flight
+        )
+
+    def maybe_reauthenticate(self, now_ms: int) -> bool:
+        """Begin KIP-368 re-authentication when the session is near its end; returns whether it began."""
+        due = self._reauth_at_ms
+        if due is None or now_ms < due or self.state is not ConnectionState.READY or self._reauthenticating:
+            return False
+        sasl = self._config.security.sasl
+        assert sasl is not None
+        self._reauth_at_ms = None
+        self._reauthenticating = True
+        self._send_internal(_SASL_HANDSHAKE, min(1, self.api_versions[_SASL_HANDSHAKE.key][1]),
+                            _SASL_HANDSHAKE.Request(mechanism=sasl.mechanism), now_ms)  # fmt: skip
+        return True
 
     def closed_hint(self) -> str:
         """Why a peer may close a connection before it is ready: most often a listener of another security
@@ -490,8 +515,14 @@ class NodeConnection:
             self._send_authenticate(token, now_ms)
             return None
         self.session_lifetime_ms = getattr(body, "session_lifetime_ms", 0) or 0
+        if self.session_lifetime_ms > 0:
+            self._reauth_at_ms = now_ms + self.session_lifetime_ms * 85 // 100
         self._sasl = None
-        self._ready()
+        if self._reauthenticating:
+            self._reauthenticating = False
+            self.reauthentications += 1
+        else:
+            self._ready()
         return None
 
     def _send_authenticate(self, token: bytes, now_ms: int) -> None:
@@ -526,9 +557,10 @@ class NodeConnection:
             return self.reconnect_at_ms
         if self.state in (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE):
             return self._setup_deadline_ms
-        if not self._in_flight:
-            return None
-        return min(f.deadline_ms for f in self._in_flight.values())
+        due = [f.deadline_ms for f in self._in_flight.values()]
+        if self._reauth_at_ms is not None:
+            due.append(self._reauth_at_ms)
+        return min(due) if due else None
 
 
 def tls_failure(address: str, reason: str, handshaking: bool) -> str:
