@@ -197,3 +197,28 @@ def test_unknown_security_protocol_names_the_choices() -> None:
     with pytest.raises(ClientConfigError) as info:
         Admin({"bootstrap.servers": "127.0.0.1:9", "security.protocol": "TLS"})
     assert "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in str(info.value)
+
+
+def test_cli_with_a_command_config_file(secure: Secure, tmp_path: Any) -> None:
+    """Kafka's tools' way: the security settings in a properties file given with --command-config."""
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"ssl.truststore.location={secure.pki.ca}\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        f'    username="{USER}" password="{PASSWORD}";\n'
+    )
+    base = [*groupstream_command(), "topics"]
+    server = ["--bootstrap-server", f"127.0.0.1:{secure.sasl_ssl}", "--command-config", str(props)]
+    created = subprocess.run([*base, "create", topic, *server], capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    listed = subprocess.run([*base, "list", *server], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert topic in listed.stdout.split()
+    props.write_text(props.read_text().replace(PASSWORD, "wrong"))
+    refused = subprocess.run([*base, "list", *server], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert f"authentication failed for user {USER} with SCRAM-SHA-512" in refused.stderr
+    assert "Traceback" not in refused.stderr
