@@ -136,7 +136,8 @@ def test_offset_specs() -> None:
 def test_config_errors_name_the_property() -> None:
     with pytest.raises(ClientConfigError, match=re.escape("bootstrap.servers is required")):
         Admin({})
-    with pytest.raises(ClientConfigError, match=re.escape("unknown admin property 'bootstrap.server'")):
+    with pytest.raises(ClientConfigError, match=re.escape("unknown admin property 'bootstrap.server'; did you mean "
+                                                          "bootstrap.servers?")):  # fmt: skip
         Admin({"bootstrap.server": "127.0.0.1:9092"})
     with pytest.raises(ClientConfigError, match=re.escape("request.timeout.ms must be an integer")):
         Admin({"bootstrap.servers": "127.0.0.1:9092", "request.timeout.ms": "soon"})

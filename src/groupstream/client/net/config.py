@@ -8,6 +8,7 @@ while the producer and the consumer each read their own settings on top with the
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,14 @@ from groupstream.client.net.security import PLAINTEXT, SECURITY_PROPERTIES, Secu
 
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def unknown_name(what: str, name: str, dotted: str, known: frozenset[str]) -> str:
+    """The error for a property we do not know: the closest known names first (a typo is the usual cause),
+    then all of them."""
+    close = difflib.get_close_matches(dotted, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"unknown {what} {name!r}; {hint}known: {', '.join(sorted(known))}"
 
 
 class PropertyReader:
@@ -31,7 +40,7 @@ class PropertyReader:
                 raise ClientConfigError(f"property names must be strings, got {name!r}")
             dotted = name.replace("_", ".")
             if dotted not in self._known:
-                raise ClientConfigError(f"unknown {what} {name!r}; known: {', '.join(sorted(self._known))}")
+                raise ClientConfigError(unknown_name(what, name, dotted, self._known))
             self._props[dotted] = value
 
     def has(self, name: str) -> bool:
