@@ -22,6 +22,7 @@ __all__ = ["TlsClosed", "TlsError", "TlsSession"]
 _READ = 256 * 1024
 _RECORD = 16 * 1024  # TLS's largest record: smaller parts are gathered up to this size before encryption
 _MAX_RECORD = _RECORD + 2048  # a record's plaintext and expansion, an upper bound
+_EMPTY = memoryview(b"")
 
 
 class TlsError(Exception):
@@ -29,7 +30,14 @@ class TlsError(Exception):
 
 
 class TlsClosed(Exception):
-    """The peer ended the TLS session (close_notify); our answering close_notify is in `data_to_send`."""
+    """The peer ended the TLS session (close_notify); our answering close_notify is in `data_to_send`.
+
+    ``plaintext``: what the peer sent before its close_notify in the same call (a broker answers a failed
+    authentication and closes at once: the client must still read the answer)."""
+
+    def __init__(self, message: str, plaintext: bytes = b"") -> None:
+        super().__init__(message)
+        self.plaintext = plaintext
 
 
 def _describe(e: ssl.SSLError) -> str:
@@ -66,6 +74,8 @@ class TlsSession:
             self.first_bytes += bytes(data[: 8 - len(self.first_bytes)])
         self._in.write(data)
         obj = self._obj
+        view = _EMPTY
+        pos = 0
         try:
             if not self.established:
                 try:
@@ -92,10 +102,10 @@ class TlsSession:
                 except ssl.SSLWantReadError:
                     break
                 if not n:  # CPython's way of reporting the peer's close_notify
-                    self._closed_by_peer()
+                    self._closed_by_peer(bytes(view[:pos]))
                 pos += n
         except ssl.SSLZeroReturnError:
-            self._closed_by_peer()
+            self._closed_by_peer(bytes(view[:pos]))
         except ssl.SSLError as e:
             raise TlsError(_describe(e)) from None
         return view[:pos]
@@ -107,12 +117,12 @@ class TlsSession:
             with contextlib.suppress(ssl.SSLError, ValueError):
                 self._obj.unwrap()
 
-    def _closed_by_peer(self) -> None:
+    def _closed_by_peer(self, plaintext: bytes = b"") -> None:
         # Answer with our own close_notify (in `data_to_send`): asyncio's TLS clients (aiokafka) wait 30 s for it
         # before they consider the connection closed.
         with contextlib.suppress(ssl.SSLError):
             self._obj.unwrap()
-        raise TlsClosed("the peer closed the TLS session")
+        raise TlsClosed("the peer closed the TLS session", plaintext)
 
     def encrypt(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
         """Plaintext to send, encrypted at once into `data_to_send`; small parts share TLS records."""

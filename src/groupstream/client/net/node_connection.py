@@ -405,8 +405,13 @@ class NodeConnection:
         except TlsError as e:
             self._take_tls_output()
             return DataResult([], tls_failure(self.address, str(e), handshaking))
-        except TlsClosed:
-            return DataResult([], f"{self.address} closed the TLS session")
+        except TlsClosed as e:
+            # what came before the close_notify may be the answer that explains it (a refused authentication)
+            self._codec.receive_data(e.plaintext)
+            result = self._responses(now_ms)
+            if result.failure is not None:
+                return result
+            return DataResult(result.completions, f"{self.address} closed the TLS session{self.closed_hint()}")
         self._take_tls_output()
         if handshaking and tls.established:
             self._transition_to(ConnectionState.NEGOTIATING)
