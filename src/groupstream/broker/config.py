@@ -327,11 +327,12 @@ def known_properties() -> list[str]:
 
 
 def unknown_property(name: str) -> str:
-    """The error for a property we do not know: the closest known names first, then where to see them all."""
+    """The error for a property we do not know: the closest known names first (a typo is the usual cause),
+    then all of them."""
     known = known_properties()
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    return f"unknown broker property {name!r}; {hint}groupstream broker --list-properties lists the {len(known)} known"
+    return f"unknown broker property {name!r}; {hint}known (groupstream broker --list-properties): {', '.join(known)}"
 
 
 def _spec(lc: ListenerConfig) -> ListenerSpec:
