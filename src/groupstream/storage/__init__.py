@@ -21,7 +21,8 @@ from groupstream.storage.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from groupstream.storage.log import AppendInfo, PartitionLog, ReadResult
+from groupstream.storage.log import PartitionLog
+from groupstream.storage.log_results import AppendInfo, ReadResult
 from groupstream.storage.producer_state import (
     Accept,
     CheckResult,

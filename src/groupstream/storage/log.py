@@ -14,21 +14,14 @@ import contextlib
 import logging
 import os
 import shutil
-import struct
 import threading
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
 from pathlib import Path
 
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch import iter_record_batches
-from groupstream.protocol.records.batch_header import (
-    TIMESTAMP_TYPE_BIT,
-    compute_crc,
-    iter_batches,
-    patch_base_offset,
-)
+from groupstream.protocol.records.batch_header import iter_batches, patch_base_offset
 from groupstream.storage.checkpoint import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -50,6 +43,7 @@ from groupstream.storage.errors import (
 )
 from groupstream.storage.fileio import datasync, fsync_directory, pread_upto
 from groupstream.storage.holes import Hole
+from groupstream.storage.log_results import AppendInfo, ReadResult, stamp_log_append_time
 from groupstream.storage.producer_state import (
     Accept,
     Duplicate,
@@ -68,35 +62,6 @@ from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, i
 log = logging.getLogger("groupstream.storage")
 
 NO_TIMESTAMP = -1
-_ATTRIBUTES = struct.Struct(">h")
-_TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    records: bytes  # whole batches, as stored
-    next_offset: int  # offset after the last batch returned; the fetch offset when nothing was returned
-    high_watermark: int
-    log_start_offset: int
-
-
-def _stamp_log_append_time(buf: bytearray, pos: int, size: int, attributes: int, now_ms: int) -> None:
-    """LogAppendTime: set the timestamp-type bit and maxTimestamp, then the CRC they are covered by.
-    The records are untouched (consumers take every record's timestamp from maxTimestamp)."""
-    _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_BIT)
-    _TIMESTAMP.pack_into(buf, pos + 35, now_ms)
-    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, size))
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -298,7 +263,7 @@ class PartitionLog:
                 patch_base_offset(batches, pos, next_offset)
                 max_ts = h.max_timestamp
                 if log_append:
-                    _stamp_log_append_time(batches, pos, size, h.attributes, now_ms)
+                    stamp_log_append_time(batches, pos, size, h.attributes, now_ms)
                     max_ts = now_ms
                 last = next_offset + h.last_offset_delta
                 placements.append((pos, last, max_ts, size))
