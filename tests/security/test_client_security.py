@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from secure_broker import SecureBrokerProcess
+from secure_broker import SECURE_SETTINGS, SecureBrokerProcess, our_clients_round_trip
 from tls_pki import Pki
 
 from groupstream import Consumer, Producer
-from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.admin import Admin
 from groupstream.client.errors import ClientConfigError, KafkaConnectionError, KafkaError
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import free_port, groupstream_command
@@ -64,14 +64,8 @@ class Secure:
 def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secure]:
     workdir = tmp_path_factory.mktemp("secure-own-client")
     sasl_ssl, mtls, sasl_plaintext = free_port(), free_port(), free_port()
-    settings = {
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "ssl.keystore.location": str(pki.broker.pem_keystore),
-        "ssl.truststore.location": str(pki.ca),
-        "listener.name.ssl.ssl.client.auth": "required",
-        "group.initial.rebalance.delay.ms": "0",
-        "num.partitions": "3",
-    }
+    settings = {**SECURE_SETTINGS, "ssl.keystore.location": str(pki.broker.pem_keystore),
+                "ssl.truststore.location": str(pki.ca)}  # fmt: skip
     listeners = [f"SASL_SSL://127.0.0.1:{sasl_ssl}", f"SSL://127.0.0.1:{mtls}",
                  f"SASL_PLAINTEXT://127.0.0.1:{sasl_plaintext}"]  # fmt: skip
     process = SecureBrokerProcess(workdir, listeners, settings=settings)
@@ -87,28 +81,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secur
 
 @pytest.mark.parametrize("mode", MODES)
 def test_produce_consume_in_a_group_and_admin(secure: Secure, mode: str) -> None:
-    topic, group = f"sec-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     conf = secure.conf(mode)
-    with Admin(conf) as admin:
-        created = admin.create_topics([NewTopic(topic, 3)])
-        assert created[topic].num_partitions == 3
-    values = [f"{mode}-{i}".encode() for i in range(RECORDS)]
-    producer = Producer({**conf, "linger.ms": 5})
-    handles = [producer.produce(topic, v) for v in values]
-    assert producer.flush(30) == 0
-    assert all(h.result().offset >= 0 for h in handles)
-    producer.close()
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < RECORDS and time.monotonic() < deadline:
-        got += [r.value for r in consumer.poll(0.5)]
-    consumer.commit()
-    consumer.close()
-    assert sorted(got) == sorted(values)
-    with Admin(conf) as admin:
-        assert group in {g.group_id for g in admin.list_groups()}
+    our_clients_round_trip(conf, mode, RECORDS, timeout_s=60)
 
 
 def test_java_names_truststore_and_jaas_config(secure: Secure) -> None:

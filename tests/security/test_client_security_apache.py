@@ -6,18 +6,16 @@ Consumer consumes in a group; a wrong password is refused with Apache Kafka's ow
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from secure_broker import our_clients_round_trip
 from tls_pki import PASSWORD as STORE_PASSWORD
 from tls_pki import Pki
 
-from groupstream import Consumer, Producer
-from groupstream.client.admin import Admin, NewTopic
+from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaError
 from groupstream.protocol.error_codes import ErrorCode
 from support.apache_kafka import ApacheKafkaCluster
@@ -91,27 +89,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[SaslCl
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_produce_consume_in_a_group_and_admin(kafka: SaslCluster, mechanism: str) -> None:
-    topic, group = f"sec-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     conf = kafka.conf(mechanism)
-    with Admin(conf) as admin:
-        assert admin.create_topics([NewTopic(topic, 3)])[topic].num_partitions == 3
-    values = [f"{mechanism}-{i}".encode() for i in range(RECORDS)]
-    producer = Producer({**conf, "linger.ms": 5})
-    handles = [producer.produce(topic, v) for v in values]
-    assert producer.flush(60) == 0
-    assert all(h.result().offset >= 0 for h in handles)
-    producer.close()
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 90
-    while len(got) < RECORDS and time.monotonic() < deadline:
-        got += [r.value for r in consumer.poll(0.5)]
-    consumer.commit()
-    consumer.close()
-    assert sorted(got) == sorted(values)
-    with Admin(conf) as admin:
-        assert group in {g.group_id for g in admin.list_groups()}
+    our_clients_round_trip(conf, mechanism, RECORDS, timeout_s=90)
 
 
 def test_wrong_password_is_refused_with_kafkas_message(kafka: SaslCluster) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from secure_broker import SecureBrokerProcess
+from secure_broker import SECURE_SETTINGS, SecureBrokerProcess
 from tls_pki import Pki
 
 from support.brokers import free_port, groupstream_command
@@ -48,14 +48,8 @@ class Secure:
 def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secure]:
     workdir = tmp_path_factory.mktemp("secure-peers")
     sasl_ssl, mtls = free_port(), free_port()
-    settings = {
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "ssl.keystore.location": str(pki.broker.pem_keystore),
-        "ssl.truststore.location": str(pki.ca),
-        "listener.name.ssl.ssl.client.auth": "required",
-        "group.initial.rebalance.delay.ms": "0",
-        "num.partitions": "3",
-    }
+    settings = {**SECURE_SETTINGS, "ssl.keystore.location": str(pki.broker.pem_keystore),
+                "ssl.truststore.location": str(pki.ca)}  # fmt: skip
     process = SecureBrokerProcess(workdir, [f"SASL_SSL://127.0.0.1:{sasl_ssl}", f"SSL://127.0.0.1:{mtls}"],
                                   settings=settings)  # fmt: skip
     added = subprocess.run([*groupstream_command(), "users", "add", "--data-dir", str(process.data_dir), "--user", USER,
