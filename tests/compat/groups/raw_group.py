@@ -26,6 +26,7 @@ from groupstream.protocol.consumer_protocol import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
+from support.waiting import wait_until
 
 T = TypeVar("T")
 RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -39,15 +40,24 @@ class RetryLater(Exception):
 
 
 def retrying(call: Callable[[], T], timeout: float = 30) -> T:
-    """Repeat ``call`` while the coordinator moves, loads or the broker is restarting."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Repeat ``call`` while the coordinator moves, loads or the broker is restarting (every 0.1 s, until
+    ``timeout``; then the last error is raised)."""
+    result: list[T] = []
+    last: list[BaseException] = []
+
+    def answered() -> bool:
         try:
-            return call()
-        except (RetryLater, KafkaConnectionError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)  # retry backoff while the coordinator loads
+            result.append(call())
+        except (RetryLater, KafkaConnectionError) as e:
+            last[:] = [e]
+            return False
+        return True
+
+    try:
+        wait_until(answered, timeout, "the coordinator to answer", interval_s=0.1)
+    except AssertionError:
+        raise last[0] from None
+    return result[0]
 
 
 class RawMember:
