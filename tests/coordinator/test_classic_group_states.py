@@ -7,12 +7,8 @@ import itertools
 import pytest
 from coordinator_harness import GROUP, Harness
 
-from groupstream.coordinator.classic_group import (
-    VALID_PREVIOUS_STATES,
-    ClassicGroup,
-    GroupState,
-    InvalidTransition,
-)
+from groupstream.coordinator.classic_group import GROUP_STATES, ClassicGroup, GroupState
+from groupstream.state_table import InvalidTransition
 
 S = GroupState
 
@@ -51,8 +47,7 @@ def test_every_pair_of_the_transition_table(source: GroupState, target: GroupSta
 
 
 def test_the_table_is_the_documented_one() -> None:
-    assert {(p, s) for s, ps in VALID_PREVIOUS_STATES.items() for p in ps} == VALID
-    assert all(s.valid_previous_states == VALID_PREVIOUS_STATES[s] for s in S)
+    assert GROUP_STATES.pairs() == VALID
 
 
 def test_names_are_the_ones_kafka_prints() -> None:

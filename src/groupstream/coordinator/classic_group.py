@@ -30,14 +30,14 @@ from groupstream.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decod
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.group_records import GroupMetadataValue, MemberMetadata
+from groupstream.state_table import TransitionTable
 
 __all__ = [
-    "VALID_PREVIOUS_STATES",
+    "GROUP_STATES",
     "ClassicGroup",
     "ClassicMember",
     "GroupState",
     "InitialDelay",
-    "InvalidTransition",
     "Parked",
     "Protocol",
 ]
@@ -52,26 +52,19 @@ class GroupState(Enum):
     STABLE = "Stable"
     DEAD = "Dead"
 
-    @property
-    def valid_previous_states(self) -> frozenset[GroupState]:
-        return VALID_PREVIOUS_STATES[self]
 
 
 _S = GroupState
-VALID_PREVIOUS_STATES: Mapping[GroupState, frozenset[GroupState]] = {
+GROUP_STATES = TransitionTable("a classic group", GroupState, {
     _S.EMPTY: frozenset({_S.PREPARING_REBALANCE}),
     _S.PREPARING_REBALANCE: frozenset({_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY}),
     _S.COMPLETING_REBALANCE: frozenset({_S.PREPARING_REBALANCE}),
     _S.STABLE: frozenset({_S.COMPLETING_REBALANCE}),
     _S.DEAD: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
-}
+})
 """Kafka's table: a group may enter a state only from one of these."""
 
 _REBALANCING = frozenset({_S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE})
-
-
-class InvalidTransition(RuntimeError):
-    """Our bug, never a client's: the coordinator tried a move the state table forbids."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,16 +198,13 @@ class ClassicGroup:
     # --- state machine ---------------------------------------------------------------------------------
 
     def transition_to(self, state: GroupState, now_ms: int | None) -> None:
-        if self.state not in state.valid_previous_states:
-            raise InvalidTransition(
-                f"group {self.group_id!r} cannot go from {self.state.value} to {state.value}"
-            )
+        GROUP_STATES.check(self.state, state, who=f"group {self.group_id!r}")
         self.previous_state = self.state
         self.state = state
         self.state_timestamp = now_ms
 
     def can_rebalance(self) -> bool:
-        return self.state in GroupState.PREPARING_REBALANCE.valid_previous_states
+        return GROUP_STATES.allows(self.state, GroupState.PREPARING_REBALANCE)
 
     @property
     def is_rebalancing(self) -> bool:

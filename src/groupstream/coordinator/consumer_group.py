@@ -32,14 +32,14 @@ from groupstream.protocol.consumer_group_records import (
     TargetAssignmentMemberValue,
     TopicPartitions,
 )
+from groupstream.state_table import TransitionTable
 
 __all__ = [
-    "VALID_TRANSITIONS",
+    "CONSUMER_GROUP_STATES",
     "ConsumerGroup",
     "ConsumerGroupSnapshot",
     "ConsumerGroupState",
     "ConsumerMember",
-    "IllegalConsumerGroupTransition",
     "TopicIdPartition",
     "from_topic_partitions",
     "preferred_assignor",
@@ -65,7 +65,7 @@ class ConsumerGroupState(Enum):
 _S = ConsumerGroupState
 _LIVE = frozenset({_S.EMPTY, _S.ASSIGNING, _S.RECONCILING, _S.STABLE})
 
-VALID_TRANSITIONS: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
+CONSUMER_GROUP_STATES = TransitionTable.from_next("a consumer group", ConsumerGroupState, {
     # Records replay one at a time, so a group passes through every combination: a member's metadata record
     # alone makes an Empty group Reconciling (or Stable, before its first epoch), a group epoch record makes
     # any group Assigning, the last current-assignment record makes it Stable. Only Dead is final: a deleted
@@ -75,11 +75,7 @@ VALID_TRANSITIONS: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
     _S.RECONCILING: frozenset({_S.EMPTY, _S.ASSIGNING, _S.STABLE, _S.DEAD}),
     _S.STABLE: frozenset({_S.EMPTY, _S.ASSIGNING, _S.RECONCILING, _S.DEAD}),
     _S.DEAD: frozenset(),
-}
-
-
-class IllegalConsumerGroupTransition(RuntimeError):
-    pass
+})
 
 
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
@@ -203,11 +199,7 @@ class ConsumerGroup:
     def transition_to(self, target: ConsumerGroupState) -> None:
         if target is self.state:
             return
-        if target not in VALID_TRANSITIONS[self.state]:
-            raise IllegalConsumerGroupTransition(
-                f"group {self.group_id!r} cannot go from {self.state.value} to {target.value}"
-            )
-        self.state = target
+        self.state = CONSUMER_GROUP_STATES.check(self.state, target, who=f"group {self.group_id!r}")
 
     def derived_state(self) -> ConsumerGroupState:
         """The state, by its definition over every member: what checks compare the kept state with.
