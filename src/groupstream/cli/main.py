@@ -9,6 +9,7 @@ import sys
 
 from groupstream.broker.config import ConfigError
 from groupstream.cli import (
+    acls_cmd,
     broker_cmd,
     console_cmd,
     consume_cmd,
@@ -35,6 +36,7 @@ _COMMANDS = (
     region_cmd,
     demo_cmd,
     users_cmd,
+    acls_cmd,
     console_cmd,
 )
 

@@ -11,12 +11,13 @@ over several finish the request first and then raise for the first that failed (
 
 The calls live in layers, each a class the next extends: channels (`base`), topics and offsets (`topics`),
 groups and coordinators (`groups`; DescribeGroups shows groups of both kinds in classic form, and
-ConsumerGroupDescribe the epochs and target assignments of KIP-848 ``consumer`` groups); `types` holds what
-they take and return.
+ConsumerGroupDescribe the epochs and target assignments of KIP-848 ``consumer`` groups), ACLs (`acls`, a
+layer beside them, with the authorizer's own binding and filter types); `types` holds what they take and return.
 """
 
 from __future__ import annotations
 
+from groupstream.client.admin.acls import AclCalls
 from groupstream.client.admin.groups import GroupCalls
 from groupstream.client.admin.types import (
     ConfigEntry,
@@ -56,5 +57,5 @@ __all__ = [
 ]
 
 
-class Admin(GroupCalls):
+class Admin(GroupCalls, AclCalls):
     """``Admin({"bootstrap.servers": "127.0.0.1:9092"})``; also ``Admin(bootstrap_servers=...)``. Not thread-safe."""
