@@ -20,14 +20,11 @@ S = TypeVar("S", bound=Enum)
 
 
 class InvalidTransition(RuntimeError):
-    """Our bug, never a peer's: a state machine tried a step its table forbids."""
+    """Our bug, never a peer's: a state machine tried a step its table forbids, or was told of an event that
+    cannot happen in its state. ``current`` and ``target`` name the step when it was one."""
 
-    def __init__(self, machine: str, current: Enum, target: Enum, allowed: frozenset[Enum]) -> None:
-        after = ", ".join(sorted(str(s.value) for s in allowed)) or "nothing"
-        super().__init__(
-            f"{machine} cannot go from {current.value} to {target.value} ({target.value} may only follow {after})"
-        )
-        self.machine = machine
+    def __init__(self, message: str, current: Enum | None = None, target: Enum | None = None) -> None:
+        super().__init__(message)
         self.current = current
         self.target = target
 
@@ -66,7 +63,13 @@ class TransitionTable(Generic[S]):
         naming ``who`` (say, which group) or else the machine."""
         allowed = self._previous[target]
         if current not in allowed:
-            raise InvalidTransition(who or self.machine, current, target, allowed)
+            after = ", ".join(sorted(str(s.value) for s in allowed)) or "nothing"
+            raise InvalidTransition(
+                f"{who or self.machine} cannot go from {current.value} to {target.value} "
+                f"({target.value} may only follow {after})",
+                current,
+                target,
+            )
         return target
 
     def pairs(self) -> frozenset[tuple[S, S]]:

@@ -25,7 +25,8 @@ from groupstream.region.operator import (
     StopPolling,
     TriggerReset,
 )
-from groupstream.region.operator_state import InvalidOperatorTransition, OperatorState
+from groupstream.region.operator_state import OperatorState
+from groupstream.state_table import InvalidTransition
 
 S = OperatorState
 P = [TopicPartition("t", i) for i in range(4)]
@@ -214,7 +215,7 @@ def test_partitions_assigned_while_polling_ask_for_a_reset() -> None:
 
 def test_checkpoint_needs_a_drain_and_survives_json() -> None:
     op = polling(frozenset(P[:1]))
-    with pytest.raises(InvalidOperatorTransition):
+    with pytest.raises(InvalidTransition):
         op.checkpoint()
     ckpt = drained(op, 0, {P[3]: 9})
     assert OperatorCheckpoint.from_json(ckpt.to_json()) == ckpt
@@ -223,5 +224,5 @@ def test_checkpoint_needs_a_drain_and_survives_json() -> None:
 def test_close() -> None:
     op = polling(frozenset(P[:1]))
     assert op.close() == [StopPolling()]
-    with pytest.raises(InvalidOperatorTransition):
+    with pytest.raises(InvalidTransition):
         op.reset_to_initial()

@@ -52,7 +52,8 @@ from typing import Any
 from groupstream.assignment.types import TopicPartition
 from groupstream.region.merge import MergeKey, fallback_offsets, seek_map
 from groupstream.region.offsets import OffsetManager
-from groupstream.region.operator_state import VALID_PREVIOUS_STATES, InvalidOperatorTransition, OperatorState
+from groupstream.region.operator_state import OPERATOR_STATES, OperatorState
+from groupstream.state_table import InvalidTransition
 
 __all__ = [
     "AwaitMerge",
@@ -250,9 +251,7 @@ class GroupConsumerOperator:
         return len(self.assigned)
 
     def transition_to(self, new: OperatorState) -> None:
-        if self.state not in VALID_PREVIOUS_STATES[new]:
-            raise InvalidOperatorTransition(self.state, new)
-        self.state = new
+        self.state = OPERATOR_STATES.check(self.state, new)
 
     # --- initialisation ---------------------------------------------------------------------------------
 
@@ -347,7 +346,7 @@ class GroupConsumerOperator:
         a reset whose merge is incomplete (a member that owned partitions at the cut has left) seeks to these
         offsets: stale ones would replay output that is already published."""
         if self.state is not _S.DRAINED:
-            raise InvalidOperatorTransition(self.state, _S.DRAINED)
+            raise InvalidTransition(f"the group consumer operator checkpoints only when drained, not {self.state.value}")
         committed = {**self.committed_at_drain, **(committed_now or {}), **self.offsets.snapshot()}
         return OperatorCheckpoint(
             assignable=self.checkpoint_partitions,

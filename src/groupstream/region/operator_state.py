@@ -7,10 +7,11 @@ operator itself asked for after an unexpected revocation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import Enum
 
-__all__ = ["VALID_PREVIOUS_STATES", "InvalidOperatorTransition", "OperatorState"]
+from groupstream.state_table import TransitionTable
+
+__all__ = ["OPERATOR_STATES", "OperatorState"]
 
 
 class OperatorState(Enum):
@@ -28,7 +29,7 @@ class OperatorState(Enum):
 _S = OperatorState
 _ALIVE = frozenset(s for s in OperatorState if s is not _S.CLOSED)
 
-VALID_PREVIOUS_STATES: Mapping[OperatorState, frozenset[OperatorState]] = {
+OPERATOR_STATES = TransitionTable("the group consumer operator", OperatorState, {
     _S.INITIALIZED: frozenset(),
     _S.SUBSCRIBED: frozenset({_S.INITIALIZED}),
     # the first poll after subscribing or a reset has returned; a checkpoint is done and polling resumes
@@ -39,10 +40,5 @@ VALID_PREVIOUS_STATES: Mapping[OperatorState, frozenset[OperatorState]] = {
     _S.RESETTING: _ALIVE - {_S.INITIALIZED},
     _S.RESET_COMPLETE: frozenset({_S.RESETTING}),
     _S.CLOSED: _ALIVE,
-}
+})
 
-
-class InvalidOperatorTransition(RuntimeError):
-    def __init__(self, old: OperatorState, new: OperatorState) -> None:
-        super().__init__(f"the group consumer operator cannot go from {old.value} to {new.value}")
-        self.old, self.new = old, new

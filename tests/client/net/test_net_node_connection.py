@@ -8,14 +8,11 @@ import pytest
 from net_wire import API_VERSIONS, METADATA, WireBroker, all_versions, config, ready_connection
 
 from groupstream.client.errors import KafkaProtocolError, UnsupportedVersionError
-from groupstream.client.net.node_connection import (
-    ConnectionState,
-    IllegalTransitionError,
-    NodeConnection,
-)
+from groupstream.client.net.node_connection import CONNECTION_STATES, ConnectionState, NodeConnection
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
+from groupstream.state_table import InvalidTransition
 
 PRODUCE = by_name("Produce")
 S = ConnectionState
@@ -44,19 +41,20 @@ def test_transition_table(old: ConnectionState, new: ConnectionState) -> None:
         conn._transition_to(new)
         assert conn.state is new
     else:
-        with pytest.raises(IllegalTransitionError):
+        with pytest.raises(InvalidTransition):
             conn._transition_to(new)
         assert conn.state is old
+    assert CONNECTION_STATES.pairs() == VALID
 
 
 def test_events_out_of_order_are_refused() -> None:
     conn = NodeConnection(1, "h", 1, config())
-    with pytest.raises(IllegalTransitionError):
+    with pytest.raises(InvalidTransition):
         conn.connect_established(0)  # not connecting
-    with pytest.raises(IllegalTransitionError):
+    with pytest.raises(InvalidTransition):
         conn.on_data(b"\x00", 0)  # nothing to read from
     conn.connect_started(0)
-    with pytest.raises(IllegalTransitionError):
+    with pytest.raises(InvalidTransition):
         conn.connect_started(0)
     assert not conn.can_send()
 
@@ -154,7 +152,7 @@ def test_in_flight_limit() -> None:
     assert conn.can_send()
     conn.send(2, METADATA, 12, METADATA.Request(), 0)
     assert not conn.can_send()
-    with pytest.raises(IllegalTransitionError):
+    with pytest.raises(InvalidTransition):
         conn.send(3, METADATA, 12, METADATA.Request(), 0)
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["VALID_PREVIOUS", "ClassicMemberState", "InvalidClassicTransition"]
+from groupstream.state_table import TransitionTable
+
+__all__ = ["CLASSIC_MEMBER_STATES", "ClassicMemberState"]
 
 
 class ClassicMemberState(Enum):
@@ -28,7 +30,7 @@ class ClassicMemberState(Enum):
 
 S = ClassicMemberState
 
-VALID_PREVIOUS: dict[ClassicMemberState, frozenset[ClassicMemberState]] = {
+CLASSIC_MEMBER_STATES = TransitionTable("a classic group member", ClassicMemberState, {
     S.UNJOINED: frozenset({S.PREPARING, S.JOINING, S.SYNCING, S.RECONCILING, S.STABLE, S.LEAVING}),
     S.PREPARING: frozenset({S.UNJOINED, S.JOINING, S.SYNCING, S.RECONCILING, S.STABLE}),
     S.JOINING: frozenset({S.PREPARING}),
@@ -37,13 +39,5 @@ VALID_PREVIOUS: dict[ClassicMemberState, frozenset[ClassicMemberState]] = {
     S.STABLE: frozenset({S.RECONCILING}),
     S.LEAVING: frozenset({S.UNJOINED, S.PREPARING, S.JOINING, S.SYNCING, S.RECONCILING, S.STABLE}),
     S.FATAL: frozenset({S.UNJOINED, S.PREPARING, S.JOINING, S.SYNCING, S.RECONCILING, S.STABLE, S.LEAVING}),
-}
+})
 
-
-class InvalidClassicTransition(RuntimeError):
-    pass
-
-
-def check_transition(current: ClassicMemberState, new: ClassicMemberState) -> None:
-    if current not in VALID_PREVIOUS[new]:
-        raise InvalidClassicTransition(f"a classic member cannot go from {current.value} to {new.value}")

@@ -31,7 +31,7 @@ from typing import Any
 
 from groupstream.assignment.base import ConsumerPartitionAssignor, select_rebalance_protocol
 from groupstream.assignment.types import ClusterView, RebalanceProtocol, Subscription, TopicPartition
-from groupstream.client.consumer.classic_member_state import ClassicMemberState, check_transition
+from groupstream.client.consumer.classic_member_state import CLASSIC_MEMBER_STATES, ClassicMemberState
 from groupstream.client.consumer.consumer_membership_errors import (
     FencedInstanceIdError,
     GroupMembershipError,
@@ -129,7 +129,7 @@ class ClassicMembershipManager:
         self.last_step_error: BaseException | None = None
 
     def transition_to(self, state: ClassicMemberState) -> None:
-        check_transition(self.state, state)
+        CLASSIC_MEMBER_STATES.check(self.state, state)
         log.debug("group %s member %s: %s -> %s", self.config.group_id, self.member_id, self.state.value, state.value)
         self.state = state
 

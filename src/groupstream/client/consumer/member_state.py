@@ -10,10 +10,11 @@ subscribe starts from a clean state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import Enum
 
-__all__ = ["VALID_PREVIOUS_STATES", "InvalidMemberTransition", "MemberState", "MemberStateMachine"]
+from groupstream.state_table import TransitionTable
+
+__all__ = ["MEMBER_STATES", "MemberState", "MemberStateMachine"]
 
 
 class MemberState(Enum):
@@ -43,7 +44,7 @@ class MemberState(Enum):
 _S = MemberState
 _IN_GROUP = frozenset({_S.JOINING, _S.STABLE, _S.RECONCILING, _S.ACKNOWLEDGING})
 
-VALID_PREVIOUS_STATES: Mapping[MemberState, frozenset[MemberState]] = {
+MEMBER_STATES = TransitionTable("a consumer group member", MemberState, {
     _S.UNSUBSCRIBED: frozenset({_S.PREPARE_LEAVING, _S.LEAVING, _S.FENCED, _S.UNJOINED}),
     _S.JOINING: frozenset({_S.FENCED, _S.UNSUBSCRIBED, _S.UNJOINED}),
     _S.RECONCILING: frozenset({_S.STABLE, _S.JOINING, _S.ACKNOWLEDGING, _S.RECONCILING}),
@@ -54,21 +55,9 @@ VALID_PREVIOUS_STATES: Mapping[MemberState, frozenset[MemberState]] = {
     _S.LEAVING: frozenset({_S.PREPARE_LEAVING}),
     _S.UNJOINED: frozenset({_S.LEAVING}),
     _S.FATAL: _IN_GROUP | {_S.PREPARE_LEAVING, _S.LEAVING, _S.UNSUBSCRIBED},
-}
+})
 """A member may enter a state only from one of these (Kafka's table, with STALE named UNJOINED). Staying in
 a state counts as a transition too: only RECONCILING may follow itself (a newer target while reconciling)."""
-
-
-class InvalidMemberTransition(RuntimeError):
-    """Our bug, never the broker's: the membership manager tried a move the state table forbids."""
-
-    def __init__(self, current: MemberState, target: MemberState) -> None:
-        allowed = ", ".join(sorted(s.name for s in VALID_PREVIOUS_STATES[target]))
-        super().__init__(
-            f"member state {current.name} -> {target.name} is not allowed ({target.name} may only follow {allowed})"
-        )
-        self.current = current
-        self.target = target
 
 
 class MemberStateMachine:
@@ -80,12 +69,10 @@ class MemberStateMachine:
         self.state = state
 
     def can_transition_to(self, target: MemberState) -> bool:
-        return self.state in VALID_PREVIOUS_STATES[target]
+        return MEMBER_STATES.allows(self.state, target)
 
     def transition_to(self, target: MemberState) -> MemberState:
-        """Move to ``target``; returns the state left. Raises `InvalidMemberTransition` if the table forbids it."""
+        """Move to ``target``; returns the state left. Raises `InvalidTransition` if the table forbids it."""
         previous = self.state
-        if previous not in VALID_PREVIOUS_STATES[target]:
-            raise InvalidMemberTransition(previous, target)
-        self.state = target
+        self.state = MEMBER_STATES.check(previous, target)
         return previous

@@ -44,6 +44,7 @@ from groupstream.protocol.error_codes import ErrorCode, describe
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.messages import APIS, by_name
 from groupstream.security.tls_session import TlsClosed, TlsError, TlsSession
+from groupstream.state_table import InvalidTransition, TransitionTable
 
 CLIENT_SOFTWARE_NAME = "groupstream"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -64,26 +65,18 @@ class ConnectionState(Enum):
     AUTHENTICATING = "authenticating"
     READY = "ready"
 
-    @property
-    def valid_previous(self) -> frozenset[ConnectionState]:
-        return _VALID_PREVIOUS[self]
-
 
 _S = ConnectionState
-_VALID_PREVIOUS: dict[ConnectionState, frozenset[ConnectionState]] = {
+CONNECTION_STATES = TransitionTable("a connection", ConnectionState, {
     _S.DISCONNECTED: frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE, _S.NEGOTIATING, _S.AUTHENTICATING, _S.READY}),
     _S.CONNECTING: frozenset({_S.DISCONNECTED}),
     _S.TLS_HANDSHAKE: frozenset({_S.CONNECTING}),
     _S.NEGOTIATING: frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE}),
     _S.AUTHENTICATING: frozenset({_S.NEGOTIATING}),
     _S.READY: frozenset({_S.NEGOTIATING, _S.AUTHENTICATING}),
-}
+})
 SETTING_UP = frozenset({_S.CONNECTING, _S.TLS_HANDSHAKE, _S.NEGOTIATING, _S.AUTHENTICATING})
 """The states of a connection on its way to READY."""
-
-
-class IllegalTransitionError(RuntimeError):
-    """The shell reported an event that cannot happen in the current state (a bug in the shell)."""
 
 
 @dataclass(slots=True)
@@ -164,11 +157,7 @@ class NodeConnection:
     # --- state -----------------------------------------------------------------------------------------
 
     def _transition_to(self, new: ConnectionState) -> None:
-        if self.state not in new.valid_previous:
-            raise IllegalTransitionError(
-                f"node {self.node_id}: {self.state.value} -> {new.value} is not allowed"
-            )
-        self.state = new
+        self.state = CONNECTION_STATES.check(self.state, new, who=f"the connection to node {self.node_id}")
 
     def can_connect(self, now_ms: int) -> bool:
         """Disconnected and past the backoff: the shell may open a socket."""
@@ -300,7 +289,7 @@ class NodeConnection:
         """Queue a request; raises KafkaProtocolError when ``body`` cannot be encoded at ``version`` (nothing
         is queued then, and the connection stays usable)."""
         if not self.can_send() or self._codec is None:
-            raise IllegalTransitionError(
+            raise InvalidTransition(
                 f"node {self.node_id} cannot send now ({self.state.value}, {self.in_flight} in flight)"
             )
         try:
@@ -423,7 +412,7 @@ class NodeConnection:
     def _codec_for_data(self) -> ClientConnection:
         codec = self._codec
         if codec is None or self.state in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
-            raise IllegalTransitionError(f"node {self.node_id}: data received while {self.state.value}")
+            raise InvalidTransition(f"node {self.node_id}: data received while {self.state.value}")
         return codec
 
     def _responses(self, now_ms: int) -> DataResult:
@@ -504,7 +493,7 @@ class NodeConnection:
             if code != ErrorCode.NONE:
                 return self._auth_failed(f"SaslHandshake refused: {describe(code)} (error {code})")
             if self._nonce is None:
-                raise IllegalTransitionError("SASL needs the nonce source the shell provides")
+                raise InvalidTransition("SASL needs the nonce source the shell provides")
             self._sasl = SaslExchange(sasl, self._nonce)
             self._sasl_version = self.version_for(_SASL_AUTHENTICATE, 2)
             self._send_authenticate(self._sasl.first_token(), now_ms)
