@@ -76,7 +76,9 @@ class StaticTopics:
 
 @dataclass
 class Harness:
-    config: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
+    # A consumer group computes a new target at every change here, as in Kafka's own unit tests: the tests
+    # of the assignment interval (KIP-1263) and the property test's churn set one.
+    config: GroupCoordinatorConfig = field(default_factory=lambda: GroupCoordinatorConfig(consumer_assignment_interval_ms=0))
     topics: StaticTopics = field(default_factory=lambda: StaticTopics({"t": 4, "u": 2}))
     now: int = 1_000_000
     log: list[tuple[bytes, bytes | None]] = field(default_factory=list)

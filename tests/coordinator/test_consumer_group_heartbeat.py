@@ -200,7 +200,7 @@ def test_range_co_partitions_and_uniform_balances() -> None:
 
 
 def test_growing_a_topic_and_creating_a_matching_topic_reach_the_members() -> None:
-    h = Harness(config=GroupCoordinatorConfig(consumer_regex_refresh_interval_ms=5_000), topics=StaticTopics({"t": 2}))
+    h = Harness(config=GroupCoordinatorConfig(consumer_regex_refresh_interval_ms=5_000, consumer_assignment_interval_ms=0), topics=StaticTopics({"t": 2}))
     a = Member(h, "a", topics=None, regex="t.*")
     a.join()
     assert a.owned == {("t", 0), ("t", 1)}

@@ -38,6 +38,10 @@ class GroupCoordinatorConfig:
     # Ours (Kafka resolves regular expressions in the background on its own schedule): how often a group's
     # regular-expression subscriptions are matched against the topics again, so that new topics join it.
     consumer_regex_refresh_interval_ms: int = 10_000
+    # Kafka 4.3 (KIP-1263): a group computes a new target assignment at most once per interval, so that
+    # members joining together (a fleet starting, a storm) share one computation; the joins in between get
+    # the last target's epoch and their share at the first heartbeat after the interval. 0: at every change.
+    consumer_assignment_interval_ms: int = 1_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -66,6 +70,8 @@ class GroupCoordinatorConfig:
             raise ValueError("group.consumer.max.size must be at least 1")
         if self.consumer_regex_refresh_interval_ms < 0:
             raise ValueError("group.consumer.regex.refresh.interval.ms must not be negative")
+        if self.consumer_assignment_interval_ms < 0:
+            raise ValueError("group.consumer.assignment.interval.ms must not be negative")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str | int]) -> GroupCoordinatorConfig:
@@ -95,5 +101,6 @@ PROPERTY_NAMES: dict[str, tuple[str, int]] = {
     "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", 1),
     "group.consumer.max.size": ("consumer_max_size", 1),
     "group.consumer.regex.refresh.interval.ms": ("consumer_regex_refresh_interval_ms", 1),
+    "group.consumer.assignment.interval.ms": ("consumer_assignment_interval_ms", 1),
 }
 """Kafka property name -> (attribute, multiplier to milliseconds)."""

@@ -173,6 +173,9 @@ class ConsumerGroup:
         self.creation_time_ms = -1
         self.partition_metadata: PartitionMetadataValue | None = None
         self.assignment_epoch = 0
+        # When the target assignment was last computed (0: never, or not recorded): the assignment interval
+        # runs from it, across a restart too (Kafka's AssignmentTimestamp).
+        self.assignment_timestamp_ms = 0
         self.targets: dict[str, frozenset[TopicIdPartition]] = {}
         self.members: dict[str, ConsumerMember] = {}
         self.regexes: dict[str, RegexValue] = {}
@@ -283,8 +286,9 @@ class ConsumerGroup:
         else:
             self.targets[member_id] = from_topic_partitions(value.partitions)
 
-    def apply_target_epoch(self, epoch: int) -> None:
+    def apply_target_epoch(self, epoch: int, timestamp_ms: int = 0) -> None:
         self.assignment_epoch = epoch
+        self.assignment_timestamp_ms = timestamp_ms
         self._refresh()
 
     def apply_current_assignment(self, member_id: str, value: CurrentMemberAssignmentValue | None) -> None:

@@ -228,6 +228,15 @@ def _metadata_holds(held: tuple[TopicMetadata, ...], names: Set[str], topics: To
     return True
 
 
+def _may_assign(group: ConsumerGroup, now_ms: int, interval_ms: int) -> bool:
+    """Kafka's ``canComputeNextTargetAssignment`` (KIP-1263): at most one new target assignment per interval,
+    so that members arriving together cost one computation instead of one each. A group that never computed
+    one (or whose time is not recorded), or that had no member left to share its partitions with, computes
+    at once; until then the group stays Assigning and members reconcile against the last target."""
+    last = group.assignment_timestamp_ms
+    return interval_ms == 0 or last <= 0 or not group.members or now_ms >= last + interval_ms
+
+
 class ConsumerMembership:
     # --- ConsumerGroupHeartbeat ---------------------------------------------------------------------------
 
@@ -361,7 +370,7 @@ class ConsumerMembership:
             moved = dict(targets)
             moved[member_id] = moved.pop(replaced.member_id, frozenset())
             targets = moved
-        if group_epoch > group.assignment_epoch:
+        if group_epoch > group.assignment_epoch and _may_assign(group, op.now_ms, cfg.consumer_assignment_interval_ms):
             assignor = SERVER_ASSIGNORS[preferred_assignor(change.members.values())]
             new_targets = compute_target(assignor, change.members, targets, change.regexes, change.metadata)
             for mid in sorted(new_targets):

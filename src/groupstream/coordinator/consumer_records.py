@@ -127,7 +127,7 @@ def replay_consumer_record(
     elif kind == PARTITION_METADATA:
         group.apply_partition_metadata(value)
     elif kind == TARGET_METADATA:
-        group.apply_target_epoch(0 if value is None else value.epoch)
+        group.apply_target_epoch(0 if value is None else value.epoch, 0 if value is None else value.timestamp_ms)
     elif kind == MEMBER_METADATA:
         group.apply_member_metadata(key.member_id, value)
     elif kind == TARGET_MEMBER:
