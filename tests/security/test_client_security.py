@@ -6,6 +6,7 @@ write (``ssl.ca.location`` or ``ssl.truststore.location``, ``sasl.jaas.config``)
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import time
 import uuid
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from secure_broker import SECURE_SETTINGS, SecureBrokerProcess, our_clients_round_trip
+from tls_pki import PASSWORD as STORE_PASSWORD
 from tls_pki import Pki
 
 from groupstream import Consumer, Producer
@@ -196,3 +198,60 @@ def test_cli_with_a_command_config_file(secure: Secure, tmp_path: Any) -> None:
     assert refused.returncode != 0
     assert f"authentication failed for user {USER} with SCRAM-SHA-512" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+# --- Java's keystore and truststore files, protocols and cipher suites --------------------------------------------
+
+
+def test_pkcs12_truststore_and_keystore_for_mutual_tls(secure: Secure) -> None:
+    """Java's names and files: a PKCS12 truststore and a PKCS12 keystore (type declared, or recognised)."""
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{secure.mtls}", "security.protocol": "SSL",
+        "ssl.truststore.location": str(secure.pki.ca_p12), "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.password": STORE_PASSWORD, "ssl.keystore.location": str(secure.pki.client.p12),
+        "ssl.keystore.password": STORE_PASSWORD,
+    }  # fmt: skip
+    with Admin(conf) as admin:
+        assert admin.describe_cluster().brokers
+    without_keystore = {k: v for k, v in conf.items() if not k.startswith("ssl.keystore")}
+    with pytest.raises(KafkaConnectionError):  # the broker requires a client certificate
+        Admin({**without_keystore, "request.timeout.ms": 5000})
+
+
+def test_keystore_mistakes_name_the_cause(secure: Secure, tmp_path: Any) -> None:
+    base = {"bootstrap.servers": f"127.0.0.1:{secure.mtls}", "security.protocol": "SSL",
+            "ssl.ca.location": str(secure.pki.ca)}  # fmt: skip
+    with pytest.raises(ClientConfigError) as info:
+        Admin({**base, "ssl.keystore.location": str(secure.pki.client.p12), "ssl.keystore.password": "wrong"})
+    assert "ssl.keystore.location" in str(info.value) and "wrong password" in str(info.value)
+    jks = tmp_path / "client.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed" + bytes(60))
+    with pytest.raises(ClientConfigError) as info:
+        Admin({**base, "ssl.keystore.location": str(jks)})
+    assert "Java KeyStore (JKS)" in str(info.value) and "keytool -importkeystore" in str(info.value)
+    with pytest.raises(ClientConfigError) as info:
+        Admin({"bootstrap.servers": base["bootstrap.servers"], "security.protocol": "SSL",
+               "ssl.truststore.location": str(secure.pki.ca_p12), "ssl.truststore.type": "JKS"})  # fmt: skip
+    assert "deststoretype PKCS12" in str(info.value)
+
+
+def test_enabled_protocols_and_cipher_suites(secure: Secure) -> None:
+    conf = secure.conf("PLAIN", **{"ssl.enabled.protocols": "TLSv1.2",
+                                   "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"})  # fmt: skip
+    with Admin(conf) as admin:
+        assert admin.describe_cluster().brokers
+        context = admin.config.security.ssl_context
+        assert context is not None and context.maximum_version == ssl.TLSVersion.TLSv1_2
+        assert [c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-ECDSA-AES128-GCM-SHA256"]
+    # a TLS 1.2 cipher the broker's EC certificate cannot serve: no handshake, and the reason is given
+    conf["ssl.cipher.suites"] = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+    with pytest.raises(KafkaConnectionError) as refused:
+        Admin({**conf, "request.timeout.ms": 5000})
+    assert "TLS handshake failed" in str(refused.value)
+    for name, value, says in [
+        ("ssl.cipher.suites", "TLS_NO_SUCH_CIPHER", "'TLS_NO_SUCH_CIPHER' is not a cipher this OpenSSL offers"),
+        ("ssl.enabled.protocols", "TLSv1.2,SSLv3", "unknown protocol 'SSLv3'"),
+    ]:
+        with pytest.raises(ClientConfigError) as info:
+            Admin(secure.conf("PLAIN", **{name: value}))
+        assert says in str(info.value)

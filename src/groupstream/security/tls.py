@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENT_AUTH", "PROTOCOLS", "TlsConfigError", "TlsSettings", "iana_cipher_names", "server_context"]
+__all__ = [
+    "CLIENT_AUTH",
+    "PROTOCOLS",
+    "TlsConfigError",
+    "TlsSettings",
+    "client_context",
+    "iana_cipher_names",
+    "server_context",
+]
 
 CLIENT_AUTH = ("none", "requested", "required")
 PROTOCOLS = {
@@ -133,10 +141,10 @@ def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
         ctx.load_cert_chain(chain, password=one_time)
 
 
-def _load_truststore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
+def _load_truststore(ctx: ssl.SSLContext, s: TlsSettings, purpose: ssl.Purpose = ssl.Purpose.CLIENT_AUTH) -> None:
     path = s.truststore_location
     if not path:
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_default_certs(purpose)
         return
     kind = _store_type(path, s.truststore_type, "ssl.truststore.location")
     if kind == "PEM":
@@ -247,3 +255,27 @@ def server_context(s: TlsSettings) -> ssl.SSLContext:
         _load_truststore(ctx, s)
         ctx.verify_mode = ssl.CERT_REQUIRED if s.client_auth == "required" else ssl.CERT_OPTIONAL
     return ctx
+
+
+def client_context(s: TlsSettings, check_hostname: bool, system_cas: bool = True) -> ssl.SSLContext:
+    """The context a client connects with, from the same properties as the broker's (Java clients take the
+    broker's names: ``ssl.truststore.*`` for the CAs the broker's certificate must chain to; ``ssl.keystore.*``
+    for mutual TLS, when set). Without a truststore the system's CAs are trusted, unless ``system_cas`` is False
+    (the caller loads CAs of its own, from librdkafka's ``ssl.ca.location``). TlsConfigError for a wrong
+    property or file."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.minimum_version, ctx.maximum_version = _protocol_range(s.enabled_protocols)
+    _ciphers(ctx, s.cipher_suites)
+    if s.truststore_location or system_cas:
+        _load_truststore(ctx, s, ssl.Purpose.SERVER_AUTH)
+    if s.keystore_location:
+        _load_keystore(ctx, s)
+    return ctx
+
+
+def store_type(path: str, declared: str | None, prop: str) -> str:
+    """PEM or PKCS12: ``declared`` (``ssl.*store.type``), else what the file's first bytes say; TlsConfigError
+    for JKS (with how to convert it), another type or a file that cannot be read."""
+    return _store_type(path, declared, prop)

@@ -9,6 +9,7 @@ socket and no clock; the SCRAM nonce is drawn by the caller.
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Protocol
 from groupstream.client.errors import ClientConfigError
 from groupstream.security.jaas import JaasError, parse_jaas
 from groupstream.security.scram import ScramClient, ScramError, ScramMechanism
+from groupstream.security.tls import TlsConfigError, TlsSettings, client_context, store_type
 
 SECURITY_PROPERTIES = (
     "security.protocol",
@@ -26,6 +28,13 @@ SECURITY_PROPERTIES = (
     "ssl.certificate.location",
     "ssl.key.location",
     "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
     "ssl.endpoint.identification.algorithm",
     "sasl.mechanism",
     "sasl.username",
@@ -104,18 +113,40 @@ class _Reader(Protocol):  # the part of PropertyReader used here (config.py impo
 
 
 def _ssl_context(r: _Reader, check_hostname: bool) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = check_hostname
-    context.verify_mode = ssl.CERT_REQUIRED
+    """librdkafka's names (``ssl.ca.location``, ``ssl.certificate.location``/``ssl.key.location``, PEM) and
+    Java's (``ssl.truststore.*``, ``ssl.keystore.*``: PEM or PKCS12, JKS refused with how to convert it), with
+    ``ssl.enabled.protocols`` and ``ssl.cipher.suites`` as the broker reads them (`security.tls`)."""
     ca_name = "ssl.ca.location" if r.has("ssl.ca.location") else "ssl.truststore.location"
-    if r.has(ca_name):
-        ca = r.str_(ca_name, "")
+    ca = r.str_(ca_name, "") if r.has(ca_name) else None
+    trust_type = r.str_("ssl.truststore.type", "").strip() or None if ca_name == "ssl.truststore.location" else "PEM"
+    if ca is not None and trust_type is None and os.path.isfile(ca):
         try:
-            context.load_verify_locations(cafile=ca)
+            trust_type = store_type(ca, None, ca_name)
+        except TlsConfigError as e:
+            raise ClientConfigError(str(e)) from None
+    pem_ca = ca if ca is not None and (trust_type or "PEM").upper() == "PEM" else None
+    if r.has("ssl.keystore.location") and r.has("ssl.certificate.location"):
+        raise ClientConfigError("set ssl.keystore.location or ssl.certificate.location/ssl.key.location, not both")
+    settings = TlsSettings(
+        keystore_location=r.str_("ssl.keystore.location", "") or None,
+        keystore_type=r.str_("ssl.keystore.type", "").strip() or None,
+        keystore_password=r.str_("ssl.keystore.password", "") or None,
+        key_password=r.str_("ssl.key.password", "") or None,
+        truststore_location=ca if ca is not None and pem_ca is None else None,
+        truststore_type=trust_type,
+        truststore_password=r.str_("ssl.truststore.password", "") or None,
+        enabled_protocols=_names(r.str_("ssl.enabled.protocols", "TLSv1.2,TLSv1.3")),
+        cipher_suites=_names(r.str_("ssl.cipher.suites", "")),
+    )
+    try:
+        context = client_context(settings, check_hostname, system_cas=ca is None)
+    except TlsConfigError as e:
+        raise ClientConfigError(str(e)) from None
+    if pem_ca is not None:
+        try:
+            context.load_verify_locations(cafile=pem_ca)
         except (OSError, ssl.SSLError) as e:
-            raise ClientConfigError(f"{ca_name}: cannot read CA certificates from {ca!r}: {_why(e)}") from None
-    else:
-        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+            raise ClientConfigError(f"{ca_name}: cannot read CA certificates from {pem_ca!r}: {_why(e)}") from None
     if r.has("ssl.certificate.location") or r.has("ssl.key.location"):
         if not r.has("ssl.certificate.location"):
             raise ClientConfigError("ssl.key.location is set without ssl.certificate.location")
@@ -128,8 +159,14 @@ def _ssl_context(r: _Reader, check_hostname: bool) -> ssl.SSLContext:
             raise ClientConfigError(
                 f"ssl.certificate.location/ssl.key.location: cannot load the client certificate {cert!r}"
                 f"{f' and key {key!r}' if key else ''}: {_why(e)}"
+                f"{' (is ssl.key.password right?)' if 'decrypt' in _why(e) or 'password' in _why(e) else ''}"
             ) from None
     return context
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A list property: Java separates by commas, librdkafka's cipher list by colons."""
+    return tuple(n.strip() for n in text.replace(":", ",").split(",") if n.strip())
 
 
 def _why(e: OSError | ssl.SSLError) -> str:
