@@ -27,6 +27,16 @@ class CorruptBatchError(StorageError):
     """Bytes handed to ``append`` are not a sequence of complete v2 batches."""
 
 
+class StaleMarkerError(StorageError):
+    """A transaction marker from a fenced producer epoch (Kafka answers INVALID_PRODUCER_EPOCH /
+    PRODUCER_FENCED) or, when ``fenced_by_coordinator``, from an older transaction coordinator
+    (TRANSACTION_COORDINATOR_FENCED). Nothing was written."""
+
+    def __init__(self, message: str, *, fenced_by_coordinator: bool) -> None:
+        super().__init__(message)
+        self.fenced_by_coordinator = fenced_by_coordinator
+
+
 class LogClosedError(StorageError):
     """The partition log was closed or deleted; nothing more may be done with it."""
 

@@ -20,8 +20,9 @@ from bisect import bisect_right
 from pathlib import Path
 
 from groupstream.protocol.errors import PeerProtocolError
-from groupstream.protocol.records.batch import iter_record_batches
-from groupstream.protocol.records.batch_header import iter_batches, patch_base_offset
+from groupstream.protocol.records.batch import build_control_batch, iter_record_batches
+from groupstream.protocol.records.batch_header import BatchHeader, iter_batches, patch_base_offset
+from groupstream.protocol.records.record import ControlType, EndTxnMarker
 from groupstream.storage.checkpoint import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -40,6 +41,7 @@ from groupstream.storage.errors import (
     LogWriteError,
     OffsetOutOfRange,
     RecordTooLargeError,
+    StaleMarkerError,
 )
 from groupstream.storage.fileio import datasync, fsync_directory, pread_upto
 from groupstream.storage.holes import Hole
@@ -50,6 +52,7 @@ from groupstream.storage.producer_state import (
     InvalidEpoch,
     OutOfOrder,
     ProducerStateManager,
+    StaleCoordinator,
     UnknownProducer,
     read_snapshot,
     remove_snapshot,
@@ -58,10 +61,105 @@ from groupstream.storage.producer_state import (
 from groupstream.storage.recovery import RecoveryReport, load_segments
 from groupstream.storage.segment import BatchPlacement, Segment
 from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
+from groupstream.storage.txn_index import (
+    AbortedTxn,
+    AbortedTxnIndex,
+    append_entry,
+    read_entries,
+    write_entries,
+)
 
 log = logging.getLogger("groupstream.storage")
 
 NO_TIMESTAMP = -1
+
+
+def read_marker(fd: int, position: int, h: BatchHeader) -> EndTxnMarker | None:
+    """The COMMIT/ABORT marker of the control batch at ``position`` (None for other control records or
+    records that cannot be decoded: such a batch ends no transaction)."""
+    try:
+        raw = pread_upto(fd, h.size, position)
+        return next(iter_record_batches(raw, check_crc=False)).control_marker()
+    except (PeerProtocolError, StopIteration, OSError):
+        return None
+
+
+class _TxnReplay:
+    """Rebuilds producer state and the aborted-transaction index from the batches of the log, in order."""
+
+    def __init__(self, state: ProducerStateManager, index: AbortedTxnIndex) -> None:
+        self.state = state
+        self.index = index
+
+    def __call__(self, fd: int, position: int, h: BatchHeader) -> None:
+        if not h.is_control:
+            self.state.observe(h)
+            return
+        marker = read_marker(fd, position, h) if h.producer_id >= 0 else None
+        if marker is None:
+            self.state.observe(h)
+            return
+        note_marker(self.state, self.index, h.producer_id, h.producer_epoch, marker.coordinator_epoch,
+                    marker.control_type == ControlType.COMMIT, h.base_offset)  # fmt: skip
+
+
+def note_marker(
+    state: ProducerStateManager,
+    index: AbortedTxnIndex,
+    producer_id: int,
+    epoch: int,
+    coordinator_epoch: int,
+    commit: bool,
+    offset: int,
+) -> AbortedTxn | None:
+    """Apply a marker at ``offset`` to the producer state; an aborted transaction is indexed and returned."""
+    done = state.complete_txn(producer_id, epoch, coordinator_epoch, commit, offset)
+    if done is None or not done.aborted:
+        return None
+    first_open = state.first_unstable_offset()
+    entry = AbortedTxn(producer_id, done.first_offset, offset, offset + 1 if first_open is None else first_open)
+    index.add(entry)
+    return entry
+
+
+def _segment_end(segments: list[Segment], i: int) -> int | None:
+    return segments[i + 1].base_offset if i + 1 < len(segments) else None
+
+
+def _load_txn_files(segments: list[Segment], expected: int) -> AbortedTxnIndex | str:
+    """The index from the segments' .txnindex files, or why they are not trusted (they must hold exactly the
+    ``expected`` entries the clean close's snapshot counted, each file well-formed and inside its segment)."""
+    if expected < 0:
+        return "the snapshot predates transactions"
+    entries: list[AbortedTxn] = []
+    for i, seg in enumerate(segments):
+        got = read_entries(seg.txn_index_path, seg.base_offset, _segment_end(segments, i))
+        if isinstance(got, str):
+            return f"{seg.txn_index_path.name}: {got}"
+        entries.extend(got)
+    if len(entries) != expected:
+        return f"the files hold {len(entries)} entries, the snapshot counted {expected}"
+    return AbortedTxnIndex(entries)
+
+
+def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: RecoveryReport) -> None:
+    """Make every segment's .txnindex match the rebuilt index (not synced: only a clean close's count makes
+    them trusted). A file the disk refuses is left to the next open, which rebuilds it again."""
+    for i, seg in enumerate(segments):
+        entries = index.in_range(seg.base_offset, _segment_end(segments, i))
+        existed = seg.txn_index_path.exists()
+        if not entries and not existed:
+            continue
+        try:
+            write_entries(seg.txn_index_path, entries)
+        except OSError as exc:
+            report.events.append(f"cannot rewrite {seg.txn_index_path.name}: {exc.strerror or exc}")
+            continue
+        if entries:
+            report.events.append(f"rebuilt {seg.txn_index_path.name} from the log's transaction markers "
+                                 f"({len(entries)} aborted transactions)")  # fmt: skip
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -73,11 +171,14 @@ class PartitionLog:
         recovery_point: int,
         report: RecoveryReport,
         producer_state: ProducerStateManager,
+        aborted: AbortedTxnIndex | None = None,
     ) -> None:
         self.directory = directory
         self.config = config
         self.recovery_report = report
         self.producer_state = producer_state
+        self.aborted_index = aborted if aborted is not None else AbortedTxnIndex()
+        self._txn_files_dirty: set[int] = set()  # segments whose .txnindex was written since the last sync
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start = log_start
@@ -109,35 +210,48 @@ class PartitionLog:
         saved_start = read_offset(path, LOG_START_OFFSET_FILE) or 0
         snapshot = read_snapshot(path) if clean else "an unclean shutdown leaves no snapshot"
         state = ProducerStateManager()
+        aborted = AbortedTxnIndex()
         segments, report = load_segments(
             path,
             config,
             clean=clean,
             recovery_point=recovery_point,
             empty_base=saved_start,
-            on_batch=None if clean else state.observe,
+            on_batch=None if clean else _TxnReplay(state, aborted),
         )
         report.removed_files.extend(swapped)
         log_end = segments[-1].next_offset
         log_start = min(max(saved_start, segments[0].base_offset), log_end)
+        rewrite_txn_files = True
         if not clean:
             report.producer_state = "scanned with the log's recovery"
-        elif isinstance(snapshot, tuple) and snapshot[0] == log_end:
-            state = snapshot[1]
-            report.producer_state = "snapshot"
         else:
-            why = snapshot if isinstance(snapshot, str) else f"the snapshot was taken at offset {snapshot[0]}, not {log_end}"
-            report.producer_state = f"scanned: {why}"
-            for seg in segments:
-                for _, h in seg.iter_batches():
-                    state.observe(h)
+            why = snapshot if isinstance(snapshot, str) else None
+            if not isinstance(snapshot, str):
+                if snapshot.log_end_offset != log_end:
+                    why = f"the snapshot was taken at offset {snapshot.log_end_offset}, not {log_end}"
+                else:
+                    loaded = _load_txn_files(segments, snapshot.aborted_entries)
+                    if isinstance(loaded, str):
+                        why = f"the aborted-transaction index is not trusted ({loaded})"
+                    else:
+                        state, aborted, rewrite_txn_files = snapshot.state, loaded, False
+                        report.producer_state = "snapshot"
+            if why is not None:
+                report.producer_state = f"scanned: {why}"
+                replay = _TxnReplay(state, aborted)
+                for seg in segments:
+                    for pos, h in seg.iter_batches():
+                        replay(seg.log_fd, pos, h)
         state.truncate_head(log_start)
+        if rewrite_txn_files:
+            _write_txn_files(segments, aborted, report)
         flushed = log_end if clean else min(recovery_point, log_end)
         remove_snapshot(path)  # made durable with the marker's removal, which syncs the directory
         remove_clean_marker(path)
         if not segments[-1].is_empty and now_ms is not None:
             segments[-1].rolling_base_ms = now_ms
-        opened = cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state)
+        opened = cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state, aborted)
         opened._log_recovery(time.monotonic() - began)
         return opened
 
@@ -145,7 +259,7 @@ class PartitionLog:
         """At a clean close, so the next open need not scan every segment for the producer state. Only an
         optimisation: a disk that refuses it costs that scan, never the clean-shutdown marker."""
         try:
-            write_snapshot(self.directory, self.producer_state, self._log_end)
+            write_snapshot(self.directory, self.producer_state, self._log_end, self._sync_txn_files())
         except OSError as exc:
             log.warning("%s: cannot write the producer-state snapshot (%s); the next open scans the log for it",
                         self.name, exc.strerror or exc)  # fmt: skip
@@ -197,6 +311,19 @@ class PartitionLog:
     def high_watermark(self) -> int:
         """On a single node every appended batch is committed: the high watermark is the log end."""
         return self._log_end
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: no transaction is undecided below it (the first offset of the oldest open transaction,
+        or the high watermark when none is open). read_committed fetches stop here."""
+        first = self.producer_state.first_unstable_offset()
+        hw = self._log_end
+        return hw if first is None or first > hw else first
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of ``[fetch_offset, upper_bound_offset)`` must
+        name (Kafka's collectAbortedTxns)."""
+        return self.aborted_index.collect(fetch_offset, upper_bound_offset)
 
     @property
     def flushed_offset(self) -> int:
@@ -299,6 +426,47 @@ class PartitionLog:
             return verdict
         info = self.append(batches, now_ms)
         self.producer_state.update_from_batches(batches)
+        return info
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Write a COMMIT (``commit``) or ABORT marker for the producer's transaction, as the transaction
+        coordinator does at EndTxn: a control batch (transactional + control, base sequence -1) of one
+        record, key version 0 + type (0 abort, 1 commit), value version 0 + ``coordinator_epoch``. It ends
+        the producer's open transaction (if any; a marker without one is written all the same, as Kafka
+        does); an aborted one is indexed. A marker of an older producer epoch than the partition has seen,
+        or from an older coordinator epoch than the producer's last marker, raises `StaleMarkerError` and
+        writes nothing; a newer producer epoch fences the older one."""
+        self._check_open()
+        state = self.producer_state
+        verdict = state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if isinstance(verdict, InvalidEpoch):
+            raise StaleMarkerError(f"{self.name}: marker of producer {producer_id} at epoch {producer_epoch} is "
+                                   f"older than its epoch {verdict.current_epoch}", fenced_by_coordinator=False)  # fmt: skip
+        if isinstance(verdict, StaleCoordinator):
+            raise StaleMarkerError(f"{self.name}: marker of producer {producer_id} from coordinator epoch "
+                                   f"{coordinator_epoch} is older than {verdict.current_coordinator_epoch}",
+                                   fenced_by_coordinator=True)  # fmt: skip
+        batch = bytearray(build_control_batch(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        ))  # fmt: skip
+        info = self.append(batch, now_ms)
+        entry = note_marker(state, self.aborted_index, producer_id, producer_epoch, coordinator_epoch, commit,
+                            info.base_offset)  # fmt: skip
+        if entry is not None:
+            seg = self._segments[-1]
+            try:
+                append_entry(seg.txn_index_path, entry)
+                self._txn_files_dirty.add(seg.base_offset)
+            except OSError as exc:  # the log holds the marker: the next open rebuilds the file from it
+                log.warning("%s: cannot append to %s (%s); the next start rebuilds it", self.name,
+                            seg.txn_index_path.name, exc.strerror or exc)  # fmt: skip
+                self._txn_files_dirty.add(-1)
         return info
 
     def _should_roll(self, active: Segment, size: int, last_offset: int, now_ms: int) -> bool:
@@ -454,6 +622,7 @@ class PartitionLog:
         if first > self._log_start:
             self._log_start = first
         self.producer_state.truncate_head(self._log_start)
+        self.aborted_index.drop_before(first)
 
     def _delete_segments_below_start(self) -> list[int]:
         deleted: list[int] = []
@@ -537,6 +706,7 @@ class PartitionLog:
             self._segments.insert(i, new)
             self._bases.insert(i, new.base_offset)
             self._dir_gen += 1
+        self._rewrite_txn_file(i)  # the merged segments' aborted transactions, in one file
         return new
 
     # -- flush -------------------------------------------------------------------------------------------
@@ -646,12 +816,44 @@ class PartitionLog:
             self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
+        """After a truncation: producer state and aborted-transaction index from what remains (the last
+        segment's .txnindex is rewritten; later segments' went with them)."""
         state = self.producer_state
         state.clear()
+        self.aborted_index.clear()
+        replay = _TxnReplay(state, self.aborted_index)
         for seg in self._segments:
-            for _, h in seg.iter_batches():
-                state.observe(h)
+            for pos, h in seg.iter_batches():
+                replay(seg.log_fd, pos, h)
         state.truncate_head(self._log_start)
+        self._rewrite_txn_file(len(self._segments) - 1)
+
+    def _rewrite_txn_file(self, i: int) -> None:
+        seg = self._segments[i]
+        try:
+            write_entries(seg.txn_index_path, self.aborted_index.in_range(seg.base_offset, _segment_end(self._segments, i)))
+            self._txn_files_dirty.add(seg.base_offset)
+        except OSError as exc:
+            log.warning("%s: cannot rewrite %s (%s); the next start rebuilds it", self.name, seg.txn_index_path.name,
+                        exc.strerror or exc)  # fmt: skip
+            self._txn_files_dirty.add(-1)
+
+    def _sync_txn_files(self) -> int:
+        """At a clean close: fsync the .txnindex files written since the open; returns the entry count the
+        snapshot records (-1, so the next open rebuilds them, when one could not be written or synced)."""
+        if -1 in self._txn_files_dirty:
+            return -1
+        for seg in self._segments:
+            if seg.base_offset in self._txn_files_dirty and seg.txn_index_path.exists():
+                try:
+                    fd = os.open(seg.txn_index_path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError:
+                    return -1
+        return len(self.aborted_index)
 
     def close(self) -> None:
         """Flush, checkpoint and mark the shutdown clean, so the next open skips CRC validation. When the

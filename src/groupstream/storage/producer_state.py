@@ -1,4 +1,6 @@
-"""Idempotent-producer state of one partition: per producer id, its epoch and its last five batches.
+"""Idempotent and transactional producer state of one partition: per producer id, its epoch, its last five
+batches and the first offset of its open transaction; the partition's ongoing transactions give its last
+stable offset (LSO).
 
 The broker asks ``check`` before an append, appends, then calls ``update`` with the assigned offsets
 (``PartitionLog.append_checked`` does the three in order). The log is the only source of truth: an open
@@ -16,6 +18,14 @@ Rules, as Kafka applies them to client produce requests:
   carrying the offsets the original got; otherwise its base sequence must be the last sequence + 1,
   wrapping from int32 max to 0, else ``OutOfOrder(expected)``;
 - a producer id with no state must start at sequence 0; anything else is ``UnknownProducer``.
+
+Transactions (KIP-98, as Kafka's ProducerStateManager keeps them): a producer's first transactional data batch
+opens its transaction at that batch's base offset; a COMMIT or ABORT marker (a control batch, no sequence) of
+the same or a newer epoch ends it (a newer epoch also fences the older one: its entry starts over at the
+marker's epoch); a marker of an older epoch is ``InvalidEpoch``, and one whose coordinator epoch is older than
+the last marker's is ``StaleCoordinator``. The ongoing transactions are kept in order of their first offsets,
+so the first undecided offset is the first of them; an ended transaction comes back as a `CompletedTxn`, from
+which the log indexes the aborted ones (`groupstream.storage.txn_index`).
 
 Decision for a producer whose state was removed by retention (all its batches deleted, so it is unknown
 again): also ``UnknownProducer``. The broker answers UNKNOWN_PRODUCER_ID together with the partition's log
@@ -36,7 +46,14 @@ from pathlib import Path
 
 import crc32c
 
-from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, iter_batches
+from groupstream.protocol.records.batch_header import (
+    CONTROL_BIT,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    iter_batches,
+)
 from groupstream.storage.checkpoint import PRODUCER_SNAPSHOT_FILE
 from groupstream.storage.fileio import atomic_write
 
@@ -70,6 +87,24 @@ class UnknownProducer:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class StaleCoordinator:
+    """A marker from a transaction coordinator older than the one that wrote this producer's last marker
+    (Kafka: TRANSACTION_COORDINATOR_FENCED)."""
+
+    current_coordinator_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker: its producer, first offset, the marker's offset and outcome."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 CheckResult = Accept | Duplicate | OutOfOrder | InvalidEpoch | UnknownProducer
 ACCEPT = Accept()
 
@@ -90,12 +125,15 @@ class ProducerEntry:
     # Last offset of this producer's latest batch, data or control: retention forgets the producer once
     # the log start passes it.
     last_offset: int = -1
+    # Coordinator epoch of the last marker written for this producer (-1: none yet); older ones are refused.
+    coordinator_epoch: int = -1
 
     def copy(self) -> ProducerEntry:
-        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=BATCHES_RETAINED), self.last_offset)
+        return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=BATCHES_RETAINED), self.last_offset,
+                             self.coordinator_epoch)  # fmt: skip
 
-    def snapshot(self) -> tuple[int, int, tuple[BatchMetadata, ...], int]:
-        return (self.producer_id, self.epoch, tuple(self.batches), self.last_offset)
+    def snapshot(self) -> tuple[int, int, tuple[BatchMetadata, ...], int, int]:
+        return (self.producer_id, self.epoch, tuple(self.batches), self.last_offset, self.coordinator_epoch)
 
 
 def next_sequence(sequence: int) -> int:
@@ -105,6 +143,9 @@ def next_sequence(sequence: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction. Insertion order is first-offset order: a
+        # transaction opens at the log end, above every open one (rebuilds re-observe the log in order).
+        self._ongoing: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -119,11 +160,38 @@ class ProducerStateManager:
     def producers(self) -> Mapping[int, ProducerEntry]:
         return self._producers
 
-    def snapshot(self) -> dict[int, tuple[int, int, tuple[BatchMetadata, ...], int]]:
-        """A value copy, for comparing a live state with a rebuilt one."""
-        return {pid: e.snapshot() for pid, e in self._producers.items()}
+    def snapshot(self) -> dict[int, tuple[int, int, tuple[BatchMetadata, ...], int, int, int]]:
+        """A value copy, for comparing a live state with a rebuilt one (the last field: the first offset of
+        the producer's open transaction, -1 if none)."""
+        return {pid: (*e.snapshot(), self._ongoing.get(pid, -1)) for pid, e in self._producers.items()}
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """producer id -> first offset of its open transaction, in order of first offset."""
+        return self._ongoing
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None when none is open): the last stable offset
+        is the smaller of it and the high watermark."""
+        for first in self._ongoing.values():
+            return first
+        return None
+
+    def txn_first_offset(self, producer_id: int) -> int | None:
+        return self._ongoing.get(producer_id)
 
     # -- the rules ---------------------------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Accept | InvalidEpoch | StaleCoordinator:
+        """May a COMMIT/ABORT marker of ``epoch`` from coordinator epoch ``coordinator_epoch`` be written?"""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return ACCEPT
+        if epoch < entry.epoch:
+            return InvalidEpoch(entry.epoch)
+        if coordinator_epoch < entry.coordinator_epoch:
+            return StaleCoordinator(entry.coordinator_epoch)
+        return ACCEPT
 
     def check(self, producer_id: int, epoch: int, base_sequence: int, last_sequence: int) -> CheckResult:
         if producer_id == NO_PRODUCER_ID:
@@ -159,12 +227,37 @@ class ProducerStateManager:
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self._producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
-            entry = ProducerEntry(producer_id, epoch)
-            self._producers[producer_id] = entry
+        entry = self._entry_at(producer_id, epoch)
         if base_sequence != NO_SEQUENCE:
             entry.batches.append(BatchMetadata(base_sequence, last_sequence, base_offset, last_offset))
         entry.last_offset = max(entry.last_offset, last_offset)
+
+    def _entry_at(self, producer_id: int, epoch: int) -> ProducerEntry:
+        """The producer's entry, started over at a newer ``epoch`` (its last coordinator epoch is kept)."""
+        entry = self._producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            coordinator_epoch = -1 if entry is None else entry.coordinator_epoch
+            entry = ProducerEntry(producer_id, epoch, coordinator_epoch=coordinator_epoch)
+            self._producers[producer_id] = entry
+        return entry
+
+    def update_txn(self, producer_id: int, base_offset: int) -> None:
+        """A transactional data batch at ``base_offset`` opens its producer's transaction if none is open."""
+        if producer_id not in self._ongoing:
+            self._ongoing[producer_id] = base_offset
+
+    def complete_txn(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, commit: bool, marker_offset: int
+    ) -> CompletedTxn | None:
+        """Record a marker at ``marker_offset`` (trusted: ``check_marker`` accepted it, or it is in the log).
+        Ends the producer's open transaction, if any, and returns it."""
+        entry = self._entry_at(producer_id, epoch)
+        entry.last_offset = max(entry.last_offset, marker_offset)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        first = self._ongoing.pop(producer_id, None)
+        if first is None:
+            return None
+        return CompletedTxn(producer_id, first, marker_offset, not commit)
 
     # -- batch-level conveniences ------------------------------------------------------------------------
 
@@ -172,8 +265,11 @@ class ProducerStateManager:
         return self.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
 
     def observe(self, h: BatchHeader) -> None:
-        """``update`` from a header whose offsets are final (a batch in the log)."""
+        """``update`` from a header whose offsets are final (a data batch in the log; a marker needs its
+        record read: `complete_txn`)."""
         self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+        if h.attributes & TRANSACTIONAL_BIT and not h.attributes & CONTROL_BIT:
+            self.update_txn(h.producer_id, h.base_offset)
 
     def check_batches(self, batches: bytes | bytearray | memoryview) -> CheckResult:
         """Check every batch of a produce request in order, each against the state the earlier ones would
@@ -198,75 +294,112 @@ class ProducerStateManager:
             self.observe(h)
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers none of whose batches remain at or above the log start offset."""
+        """Forget producers none of whose batches remain at or above the log start offset (an open
+        transaction keeps its producer: its last offset is at or above its first)."""
         gone = [pid for pid, e in self._producers.items() if e.last_offset < log_start_offset]
         for pid in gone:
             del self._producers[pid]
+            self._ongoing.pop(pid, None)
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
 
 
 # -- snapshot file -------------------------------------------------------------------------------------------
 #
 # Big-endian: magic "GSPS", version u16, CRC-32C u32 of everything after it; then the log end offset the state
-# belongs to (i64), the number of producers (i32), and per producer: id i64, epoch i16, last offset i64, the
-# number of retained batches i8, and per batch: first sequence i32, last sequence i32, first offset i64, last
-# offset i64.
+# belongs to (i64), [v2: the number of aborted-transaction index entries of the log (i64)], the number of
+# producers (i32), and per producer: id i64, epoch i16, last offset i64, [v2: coordinator epoch of its last
+# marker i32, first offset of its open transaction i64 (-1: none)], the number of retained batches i8, and per
+# batch: first sequence i32, last sequence i32, first offset i64, last offset i64. Version 1 (no transactions)
+# is still read; any other version is refused by name, and the open then scans the log instead.
 
 _MAGIC = b"GSPS"
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 _PREFIX = struct.Struct(">4sHI")
-_HEAD = struct.Struct(">qi")
-_PRODUCER = struct.Struct(">qhqb")
+_HEAD_V1 = struct.Struct(">qi")
+_HEAD = struct.Struct(">qqi")
+_PRODUCER_V1 = struct.Struct(">qhqb")
+_PRODUCER = struct.Struct(">qhqiqb")
 _BATCH = struct.Struct(">iiqq")
 
 
-def encode_snapshot(state: ProducerStateManager, log_end_offset: int) -> bytes:
-    parts = [_HEAD.pack(log_end_offset, len(state.producers))]
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    log_end_offset: int
+    state: ProducerStateManager
+    # How many entries the aborted-transaction indexes held at the clean close (-1: not recorded, version 1):
+    # the open trusts the .txnindex files only when they add up to it.
+    aborted_entries: int
+
+
+def encode_snapshot(state: ProducerStateManager, log_end_offset: int, aborted_entries: int = 0) -> bytes:
+    parts = [_HEAD.pack(log_end_offset, aborted_entries, len(state.producers))]
+    ongoing = state.ongoing_transactions
     for entry in state.producers.values():
-        parts.append(_PRODUCER.pack(entry.producer_id, entry.epoch, entry.last_offset, len(entry.batches)))
+        parts.append(_PRODUCER.pack(entry.producer_id, entry.epoch, entry.last_offset, entry.coordinator_epoch,
+                                    ongoing.get(entry.producer_id, -1), len(entry.batches)))  # fmt: skip
         parts.extend(_BATCH.pack(b.first_sequence, b.last_sequence, b.first_offset, b.last_offset) for b in entry.batches)
     body = b"".join(parts)
     return _PREFIX.pack(_MAGIC, _SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
 
 
-def decode_snapshot(data: bytes) -> tuple[int, ProducerStateManager]:
-    """``(log end offset, state)``; ValueError saying what is wrong with anything else."""
-    if len(data) < _PREFIX.size + _HEAD.size:
+def decode_snapshot(data: bytes) -> Snapshot:
+    """The snapshot in ``data``; ValueError saying what is wrong with anything else."""
+    if len(data) < _PREFIX.size + _HEAD_V1.size:
         raise ValueError(f"{len(data)} bytes are too short for a snapshot")
     magic, version, crc = _PREFIX.unpack_from(data)
-    if magic != _MAGIC or version != _SNAPSHOT_VERSION:
-        raise ValueError(f"not a version {_SNAPSHOT_VERSION} producer-state snapshot (magic {magic!r}, version {version})")
+    if magic != _MAGIC:
+        raise ValueError(f"not a producer-state snapshot (magic {magic!r})")
+    if version not in _READABLE_VERSIONS:
+        raise ValueError(f"producer-state snapshot version {version} is unknown (this broker reads versions "
+                         f"{', '.join(map(str, _READABLE_VERSIONS))})")  # fmt: skip
     body = memoryview(data)[_PREFIX.size :]
     if crc32c.crc32c(body) != crc:
         raise ValueError("the snapshot fails its CRC check")
+    starts: list[tuple[int, int]] = []
     try:
-        log_end, count = _HEAD.unpack_from(body)
-        pos = _HEAD.size
+        if version == 1:
+            log_end, count = _HEAD_V1.unpack_from(body)
+            aborted_entries = -1
+            pos = _HEAD_V1.size
+        else:
+            log_end, aborted_entries, count = _HEAD.unpack_from(body)
+            pos = _HEAD.size
         state = ProducerStateManager()
         for _ in range(count):
-            pid, epoch, last_offset, n = _PRODUCER.unpack_from(body, pos)
-            pos += _PRODUCER.size
-            entry = ProducerEntry(pid, epoch, last_offset=last_offset)
+            if version == 1:
+                pid, epoch, last_offset, n = _PRODUCER_V1.unpack_from(body, pos)
+                coordinator_epoch, txn_first = -1, -1
+                pos += _PRODUCER_V1.size
+            else:
+                pid, epoch, last_offset, coordinator_epoch, txn_first, n = _PRODUCER.unpack_from(body, pos)
+                pos += _PRODUCER.size
+            entry = ProducerEntry(pid, epoch, last_offset=last_offset, coordinator_epoch=coordinator_epoch)
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size
             state._producers[pid] = entry
+            if txn_first >= 0:
+                starts.append((txn_first, pid))
     except struct.error as exc:
         raise ValueError(f"the snapshot is cut short: {exc}") from exc
     if pos != len(body):
         raise ValueError(f"{len(body) - pos} bytes follow the last producer")
-    return log_end, state
+    for first, pid in sorted(starts):
+        state._ongoing[pid] = first
+    return Snapshot(log_end, state, aborted_entries)
 
 
-def write_snapshot(directory: Path, state: ProducerStateManager, log_end_offset: int) -> None:
+def write_snapshot(directory: Path, state: ProducerStateManager, log_end_offset: int, aborted_entries: int = 0) -> None:
     """Atomically, like the checkpoint files; a clean close writes it before the clean-shutdown marker."""
-    atomic_write(directory / PRODUCER_SNAPSHOT_FILE, encode_snapshot(state, log_end_offset))
+    atomic_write(directory / PRODUCER_SNAPSHOT_FILE, encode_snapshot(state, log_end_offset, aborted_entries))
 
 
-def read_snapshot(directory: Path) -> tuple[int, ProducerStateManager] | str:
-    """The snapshot in ``directory`` as ``(log end offset, state)``, or why there is none to use."""
+def read_snapshot(directory: Path) -> Snapshot | str:
+    """The snapshot in ``directory``, or why there is none to use."""
     try:
         data = (directory / PRODUCER_SNAPSHOT_FILE).read_bytes()
     except FileNotFoundError:

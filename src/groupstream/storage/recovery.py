@@ -27,14 +27,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groupstream.protocol.records.batch_header import BatchHeader
 from groupstream.storage.config import LogConfig
 from groupstream.storage.holes import Hole
-from groupstream.storage.segment import LOG_SUFFIX, RebuildResult, Segment, parse_file_name
+from groupstream.storage.segment import LOG_SUFFIX, OnBatch, RebuildResult, Segment, parse_file_name
 
 
 @dataclass(slots=True)
@@ -101,7 +99,7 @@ def load_segments(
     clean: bool,
     recovery_point: int,
     empty_base: int,
-    on_batch: Callable[[BatchHeader], None] | None = None,
+    on_batch: OnBatch | None = None,
 ) -> tuple[list[Segment], RecoveryReport]:
     """Open, validate and repair the segments in ``directory``; returns them in offset order (never empty:
     a directory without segments gets one at ``empty_base``). ``on_batch`` sees every batch scanned, in

@@ -38,7 +38,12 @@ log = logging.getLogger("groupstream.storage")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (groupstream.storage.txn_index), only when there are some
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+# What a scan shows each batch it confirms: (log fd, position, header); the fd lets a caller read a batch
+# whose records it needs (a transaction marker).
+OnBatch = Callable[[int, int, BatchHeader], None]
 
 # (position of the batch inside the appended buffer, last offset, max timestamp, size)
 BatchPlacement = tuple[int, int, int, int]
@@ -72,6 +77,7 @@ class Segment:
         self.directory = directory
         self.base_offset = base_offset
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.txn_index_path = directory / file_name(base_offset, TXN_INDEX_SUFFIX)
         self.log_fd = log_fd
         self.offset_index = OffsetIndex(
             directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
@@ -155,7 +161,7 @@ class Segment:
         *,
         validate_crc: bool,
         min_offset: int,
-        on_batch: Callable[[BatchHeader], None] | None = None,
+        on_batch: OnBatch | None = None,
         upper: int | None = None,
         crc_from_offset: int | None = None,
     ) -> RebuildResult:
@@ -198,7 +204,7 @@ class Segment:
         validate_crc: bool,
         crc_from_offset: int | None,
         upper: int | None,
-        on_batch: Callable[[BatchHeader], None] | None,
+        on_batch: OnBatch | None,
         accounted: int | None = None,
     ) -> RebuildResult:
         """Observe every confirmed batch from ``position`` (where offset ``expected`` starts) to the end of the
@@ -226,7 +232,7 @@ class Segment:
                 else:
                     self._observe(pos, h.last_offset, h.max_timestamp, h.size)
                 if on_batch is not None:
-                    on_batch(h)
+                    on_batch(self.log_fd, pos, h)
             if scan.damage is None:
                 break
             at, expected, why = scan.damage
@@ -532,3 +538,5 @@ class Segment:
             os.unlink(self.log_path)
         self.offset_index.delete_file()
         self.time_index.delete_file()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.txn_index_path)

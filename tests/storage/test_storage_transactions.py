@@ -1,0 +1,219 @@
+"""Transactions in the storage layer: open transactions, markers, the last stable offset and the aborted-
+transaction index (``.txnindex``), across clean and unclean reopens, truncation and retention."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from storagekit import make_batch, small_config
+
+from groupstream.protocol.records.batch import RecordBatch, iter_record_batches
+from groupstream.protocol.records.batch_header import TRANSACTIONAL_BIT
+from groupstream.protocol.records.record import ControlType
+from groupstream.storage import PartitionLog, StaleMarkerError
+from groupstream.storage.checkpoint import PRODUCER_SNAPSHOT_FILE
+from groupstream.storage.producer_state import (
+    Accept,
+    CompletedTxn,
+    InvalidEpoch,
+    ProducerStateManager,
+    StaleCoordinator,
+)
+from groupstream.storage.txn_index import AbortedTxn, AbortedTxnIndex
+
+A, B = 1000, 2000
+
+
+def txn_batch(pid: int, seq: int, *, epoch: int = 0, n: int = 1) -> bytearray:
+    return make_batch(payload=b"x" * 10, last_offset_delta=n - 1, producer_id=pid, producer_epoch=epoch,
+                      base_sequence=seq, attributes=TRANSACTIONAL_BIT)  # fmt: skip
+
+
+def plain(n: int = 1) -> bytearray:
+    return make_batch(payload=b"p" * 10, last_offset_delta=n - 1)
+
+
+# -- the pure state -------------------------------------------------------------------------------------------
+
+
+def test_open_transactions_give_the_first_unstable_offset_in_first_offset_order() -> None:
+    state = ProducerStateManager()
+    assert state.first_unstable_offset() is None
+    state.update(A, 0, 0, 1, 10, 11)
+    state.update_txn(A, 10)
+    state.update(B, 0, 0, 0, 12, 12)
+    state.update_txn(B, 12)
+    state.update_txn(A, 13)  # a later batch of an open transaction does not move its start
+    assert state.first_unstable_offset() == 10
+    assert state.complete_txn(A, 0, 5, commit=False, marker_offset=14) == CompletedTxn(A, 10, 14, aborted=True)
+    assert state.first_unstable_offset() == 12
+    assert state.complete_txn(B, 0, 5, commit=True, marker_offset=15) == CompletedTxn(B, 12, 15, aborted=False)
+    assert state.first_unstable_offset() is None
+    assert state.complete_txn(B, 0, 5, commit=True, marker_offset=16) is None  # nothing open: nothing completed
+
+
+def test_marker_epochs_older_are_refused_newer_fence() -> None:
+    state = ProducerStateManager()
+    state.update(A, 3, 0, 0, 0, 0)
+    state.update_txn(A, 0)
+    assert state.check_marker(A, 2, 0) == InvalidEpoch(3)
+    assert state.check_marker(A, 3, 0) == Accept()
+    assert state.complete_txn(A, 4, 7, commit=False, marker_offset=1) == CompletedTxn(A, 0, 1, aborted=True)
+    assert state.get(A) is not None and state.get(A).epoch == 4  # type: ignore[union-attr]
+    assert state.check(A, 3, 1, 1) == InvalidEpoch(4)  # the fenced producer's data is refused too
+    assert state.check_marker(A, 4, 6) == StaleCoordinator(7)
+    assert state.check_marker(A, 4, 7) == Accept()
+
+
+def test_collect_aborted_follows_kafkas_rules() -> None:
+    index = AbortedTxnIndex()
+    # A aborted 0..5 while B (from 3) stayed open: its LSO is 3. B aborted 3..9 with nothing open: LSO 10.
+    index.add(AbortedTxn(A, 0, 5, 3))
+    index.add(AbortedTxn(B, 3, 9, 10))
+    index.add(AbortedTxn(A, 20, 25, 26))
+    assert index.collect(0, 3) == [AbortedTxn(A, 0, 5, 3)]  # the LSO reaching the bound ends the search
+    assert index.collect(0, 4) == [AbortedTxn(A, 0, 5, 3), AbortedTxn(B, 3, 9, 10)]
+    assert index.collect(6, 20) == [AbortedTxn(B, 3, 9, 10)]
+    assert index.collect(10, 21) == [AbortedTxn(A, 20, 25, 26)]
+    assert index.collect(26, 100) == []
+    with pytest.raises(ValueError, match="not after"):
+        index.add(AbortedTxn(B, 24, 25, 26))
+
+
+# -- the log ----------------------------------------------------------------------------------------------------
+
+
+def two_transactions(directory: Path, **config: object) -> PartitionLog:
+    """A aborts [0, 1, 3], B commits [2, 4], with a plain batch (5) between; LSO reaches 6 after the markers."""
+    log = PartitionLog.open(directory, small_config(**config), 0)
+    log.append_checked(txn_batch(A, 0, n=2), 1)  # 0-1
+    log.append_checked(txn_batch(B, 0), 1)  # 2
+    assert log.last_stable_offset == 0
+    log.append_checked(txn_batch(A, 2), 1)  # 3
+    assert log.append_marker(A, 0, commit=False, coordinator_epoch=1, now_ms=2).base_offset == 4
+    assert log.last_stable_offset == 2  # B still open
+    log.append_checked(plain(), 1)  # 5
+    assert log.append_marker(B, 0, commit=True, coordinator_epoch=1, now_ms=3).base_offset == 6
+    return log
+
+
+def test_markers_end_transactions_and_index_the_aborted_ones(tmp_path: Path) -> None:
+    log = two_transactions(tmp_path / "t-0")
+    assert log.last_stable_offset == log.high_watermark == 7
+    assert log.aborted_transactions(0, 7) == [AbortedTxn(A, 0, 4, 2)]
+    assert log.aborted_transactions(5, 7) == []
+    # The marker as stored: control + transactional, sequence -1, one record with Kafka's key and value.
+    data = log.read(4, 1 << 20, max_offset=5).records
+    batch = next(iter_record_batches(data))
+    assert isinstance(batch, RecordBatch) and batch.is_control and batch.is_transactional
+    assert batch.base_sequence == -1 and batch.producer_id == A
+    (record,) = batch.records()
+    assert record.key == struct.pack(">hh", 0, 0) and record.value == struct.pack(">hi", 0, 1)
+    marker = batch.control_marker()
+    assert marker is not None and marker.control_type == ControlType.ABORT
+    # The .txnindex in Kafka's 34-byte layout.
+    (txn_file,) = log.directory.glob("*.txnindex")
+    assert txn_file.read_bytes() == struct.pack(">hqqqq", 0, A, 0, 4, 2)
+    log.close()
+
+
+def test_a_stale_marker_writes_nothing(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", small_config(), 0)
+    log.append_checked(txn_batch(A, 0, epoch=2), 1)
+    with pytest.raises(StaleMarkerError, match="epoch 1 is older than its epoch 2") as caught:
+        log.append_marker(A, 1, commit=True, coordinator_epoch=0, now_ms=1)
+    assert not caught.value.fenced_by_coordinator
+    log.append_marker(A, 3, commit=False, coordinator_epoch=4, now_ms=1)  # a newer epoch fences and aborts
+    with pytest.raises(StaleMarkerError, match="coordinator epoch 3") as caught:
+        log.append_marker(A, 3, commit=False, coordinator_epoch=3, now_ms=1)
+    assert caught.value.fenced_by_coordinator
+    assert log.log_end_offset == 2 and log.last_stable_offset == 2
+    assert log.aborted_transactions(0, 2) == [AbortedTxn(A, 0, 1, 2)]
+    log.close()
+
+
+def test_a_clean_reopen_trusts_snapshot_and_txnindex(tmp_path: Path) -> None:
+    log = two_transactions(tmp_path / "t-0")
+    log.append_checked(txn_batch(A, 0, epoch=1), 4)  # 7: open across the restart
+    state = log.producer_state.snapshot()
+    log.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", small_config(), 0)
+    assert reopened.recovery_report.producer_state == "snapshot"
+    assert reopened.producer_state.snapshot() == state
+    assert reopened.last_stable_offset == 7 and reopened.high_watermark == 8
+    assert reopened.aborted_transactions(0, 8) == [AbortedTxn(A, 0, 4, 2)]
+    reopened.append_marker(A, 1, commit=False, coordinator_epoch=1, now_ms=5)
+    assert reopened.last_stable_offset == 9
+    assert reopened.aborted_transactions(5, 9) == [AbortedTxn(A, 7, 8, 9)]
+    reopened.close()
+
+
+@pytest.mark.parametrize("how", ["unclean", "txnindex deleted", "txnindex torn", "snapshot version 1"])
+def test_the_txnindex_is_rebuilt_from_the_markers(tmp_path: Path, how: str) -> None:
+    log = two_transactions(tmp_path / "t-0", segment_bytes=300)
+    log.append_checked(txn_batch(A, 0, epoch=1), 4)  # open
+    assert len(log.segment_base_offsets()) > 1
+    expected_state = log.producer_state.snapshot()
+    expected_files = {p.name: p.read_bytes() for p in log.directory.glob("*.txnindex")}
+    assert expected_files
+    if how == "unclean":
+        shutil.copytree(log.directory, tmp_path / "crash")
+        log.close()
+        directory = tmp_path / "crash"
+    else:
+        log.close()
+        directory = log.directory
+        files = list(directory.glob("*.txnindex"))
+        if how == "txnindex deleted":
+            files[0].unlink()
+        elif how == "txnindex torn":
+            files[0].write_bytes(files[0].read_bytes()[:-5])
+        else:  # an old broker's snapshot: no count of index entries, so the files are not trusted
+            snap = directory / PRODUCER_SNAPSHOT_FILE
+            data = bytearray(snap.read_bytes())
+            data[4:6] = (1).to_bytes(2, "big")
+            snap.write_bytes(bytes(data))
+    reopened = PartitionLog.open(directory, small_config(segment_bytes=300), 0)
+    assert reopened.recovery_report.producer_state != "snapshot"
+    assert reopened.producer_state.snapshot() == expected_state
+    assert reopened.last_stable_offset == 7
+    assert reopened.aborted_transactions(0, 8) == [AbortedTxn(A, 0, 4, 2)]
+    assert {p.name: p.read_bytes() for p in directory.glob("*.txnindex")} == expected_files
+    reopened.close()
+
+
+def test_an_unknown_snapshot_version_is_refused_by_name(tmp_path: Path) -> None:
+    log = two_transactions(tmp_path / "t-0")
+    log.close()
+    snap = log.directory / PRODUCER_SNAPSHOT_FILE
+    data = bytearray(snap.read_bytes())
+    data[4:6] = (9).to_bytes(2, "big")
+    snap.write_bytes(bytes(data))
+    reopened = PartitionLog.open(log.directory, small_config(), 0)
+    assert "snapshot version 9 is unknown" in reopened.recovery_report.producer_state
+    assert reopened.aborted_transactions(0, 7) == [AbortedTxn(A, 0, 4, 2)]
+    reopened.close()
+
+
+def test_truncation_and_retention_trim_the_index(tmp_path: Path) -> None:
+    log = two_transactions(tmp_path / "t-0", segment_bytes=300)
+    log.truncate_to(6)  # B's commit marker goes: B is open again from 2
+    assert log.last_stable_offset == 2
+    assert log.aborted_transactions(0, 6) == [AbortedTxn(A, 0, 4, 2)]
+    log.truncate_to(4)  # A's abort marker goes: the entry and its file too
+    assert log.last_stable_offset == 0 and log.aborted_transactions(0, 4) == []
+    assert not list(log.directory.glob("*.txnindex"))
+    log.append_marker(A, 0, commit=False, coordinator_epoch=1, now_ms=2)  # 4
+    log.append_marker(B, 0, commit=False, coordinator_epoch=1, now_ms=2)  # 5
+    for _ in range(6):
+        log.append_checked(plain(), 1)
+    assert log.aborted_transactions(0, 6) == [AbortedTxn(A, 0, 4, 2), AbortedTxn(B, 2, 5, 6)]
+    log.delete_records(log.log_end_offset - 1)
+    log.enforce_retention(10)
+    assert log.log_start_offset > 5
+    assert log.aborted_transactions(log.log_start_offset, log.log_end_offset) == []
+    assert len(log.aborted_index) == 0 and not list(log.directory.glob("*.txnindex"))
+    log.close()
