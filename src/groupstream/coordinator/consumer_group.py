@@ -32,6 +32,7 @@ from groupstream.protocol.consumer_group_records import (
     TargetAssignmentMemberValue,
     TopicPartitions,
 )
+from groupstream.protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH
 from groupstream.state_table import TransitionTable
 
 __all__ = [
@@ -47,9 +48,6 @@ __all__ = [
 ]
 
 TopicIdPartition = tuple[uuid.UUID, int]
-
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
 
 
 class ConsumerGroupState(Enum):

@@ -17,8 +17,6 @@ from typing import Any
 
 from groupstream.assignment.registry import SERVER_ASSIGNORS
 from groupstream.coordinator.consumer_group import (
-    LEAVE_EPOCH,
-    STATIC_LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerMember,
     TopicIdPartition,
@@ -55,6 +53,7 @@ from groupstream.protocol.consumer_group_records import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
+from groupstream.protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 
 __all__ = ["CONSUMER_GROUP_HEARTBEAT", "ConsumerMembership", "HeartbeatRefused"]
 

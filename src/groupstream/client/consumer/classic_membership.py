@@ -43,6 +43,7 @@ from groupstream.client.consumer.membership_api import (
     CoordinatorLocator,
     StepDone,
 )
+from groupstream.client.consumer.membership_timing import PollTimer, RetryBackoff
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
 from groupstream.protocol.consumer_protocol import (
@@ -87,6 +88,7 @@ class ClassicMembershipConfig:
     rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms, as Java sends it
     heartbeat_interval_ms: int = 3_000
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
     assignors: tuple[ConsumerPartitionAssignor, ...] = ()
     client_rack: str | None = None
 
@@ -115,11 +117,11 @@ class ClassicMembershipManager:
         self._in_flight = False
         self._step = False  # an AssignmentTarget step is running
         self._rejoin_needed = False
-        self._not_before_ms = 0
+        self._join_backoff = RetryBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._next_heartbeat_ms = 0
         self._last_heartbeat_ok_ms: int | None = None
         self._heartbeat_in_flight = False
-        self._last_poll_ms: int | None = None
+        self._poll_timer = PollTimer(config.rebalance_timeout_ms)
         self._left_for_poll_timeout = False
         self._leader_counts: dict[str, int] | None = None
         self._leave_done: StepDone | None = None
@@ -160,7 +162,7 @@ class ClassicMembershipManager:
             self._after_leave_revoke(None)
 
     def poll_called(self, now_ms: int) -> None:
-        self._last_poll_ms = now_ms
+        self._poll_timer.poll_called(now_ms)
         if self._left_for_poll_timeout and self.state is S.UNJOINED:
             self._left_for_poll_timeout = False
             self._request_rejoin()
@@ -215,8 +217,8 @@ class ClassicMembershipManager:
             self.transition_to(S.PREPARING)
             self._prepare()
         if self.state is S.PREPARING and not self._step and not self._in_flight:
-            if now_ms < self._not_before_ms:
-                return PollResult(next_poll_delay_ms=self._not_before_ms - now_ms)
+            if wait := self._join_backoff.wait_ms(now_ms):
+                return PollResult(next_poll_delay_ms=wait)
             if not self._metadata_ready():
                 self._metadata.request_update()
                 return PollResult(next_poll_delay_ms=self.config.retry_backoff_ms)
@@ -318,6 +320,7 @@ class ClassicMembershipManager:
         if code != E.NONE:
             self._fail(code)
             return
+        self._join_backoff.succeeded()
         self.member_id = body.member_id
         self.generation = body.generation_id
         self.leader_id = body.leader
@@ -336,7 +339,10 @@ class ClassicMembershipManager:
     def _retry_join(self, now_ms: int, *, coordinator: bool = False, delay: bool = True) -> None:
         if coordinator:
             self._locator.coordinator_lost(now_ms)
-        self._not_before_ms = now_ms + (self.config.retry_backoff_ms if delay else 0)
+        if delay:
+            self._join_backoff.failed(now_ms)
+        else:
+            self._join_backoff.not_before_ms = now_ms
         self.transition_to(S.PREPARING)  # a retry of the join: JOINING and SYNCING may go back to PREPARING
         self._rejoin_needed = False
 
@@ -532,9 +538,7 @@ class ClassicMembershipManager:
             self._target.lose(owned, self._step_done)
 
     def _poll_interval_expired(self, now_ms: int) -> bool:
-        if self._last_poll_ms is None or self.state in (S.UNJOINED, S.LEAVING):
-            return False
-        return now_ms - self._last_poll_ms > self.config.rebalance_timeout_ms
+        return self.state not in (S.UNJOINED, S.LEAVING) and self._poll_timer.expired(now_ms)
 
     def _leave_for_poll_timeout(self, now_ms: int) -> PollResult:
         log.warning("group %s: poll() was not called within max.poll.interval.ms (%d ms); leaving the group",

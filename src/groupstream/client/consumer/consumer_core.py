@@ -175,6 +175,7 @@ class ConsumerCore:
             rebalance_timeout_ms=cfg.max_poll_interval_ms,
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             retry_backoff_ms=cfg.network.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.network.retry_backoff_max_ms,
             assignors=tuple(cfg.assignors),
             client_rack=cfg.client_rack,
         )

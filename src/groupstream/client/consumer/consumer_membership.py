@@ -62,21 +62,17 @@ from groupstream.client.consumer.membership_api import (
     MembershipManager,
     StepDone,
 )
+from groupstream.client.consumer.membership_timing import PollTimer
 from groupstream.client.errors import UnsupportedVersionError
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest, min_delay
 from groupstream.protocol.error_codes import ErrorCode, is_retriable
+from groupstream.protocol.messages.consumer_group_heartbeat import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 
 __all__ = [
-    "JOIN_EPOCH",
-    "LEAVE_EPOCH",
-    "STATIC_LEAVE_EPOCH",
     "ConsumerMembershipConfig",
     "ConsumerMembershipManager",
 ]
 
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
 
 _S = MemberState
 _HEARTBEATING = frozenset({_S.JOINING, _S.RECONCILING, _S.ACKNOWLEDGING, _S.STABLE, _S.PREPARE_LEAVING})
@@ -168,7 +164,7 @@ class ConsumerMembershipManager:
         self._generation = 0  # bumped whenever answers to earlier heartbeats stop mattering
         self._in_flight: int | None = None
         self._request_seq = 0
-        self._last_poll_ms: int | None = None
+        self._poll_timer = PollTimer(config.max_poll_interval_ms)
         self._rejoin_on_release = False
         self._join_after_leave = False
         self._leave_waiters: list[StepDone] = []
@@ -201,11 +197,10 @@ class ConsumerMembershipManager:
         changed = subscription != self._subscription
         self._subscription = subscription
         state = self.state
-        if self._last_poll_ms is None:
-            self._last_poll_ms = now_ms
+        self._poll_timer.start(now_ms)
         if state is _S.UNSUBSCRIBED:
             if subscription.topics or subscription.pattern is not None:
-                self._last_poll_ms = now_ms
+                self._poll_timer.poll_called(now_ms)
                 self._join()
         elif state in (_S.PREPARE_LEAVING, _S.LEAVING):
             self._join_after_leave = bool(subscription.topics or subscription.pattern is not None)
@@ -233,7 +228,7 @@ class ConsumerMembershipManager:
         self._when_idle(self._release_for_leave)
 
     def poll_called(self, now_ms: int) -> None:
-        self._last_poll_ms = now_ms
+        self._poll_timer.poll_called(now_ms)
         if self.state is _S.UNJOINED:
             if self._releasing:
                 self._rejoin_on_release = True
@@ -265,7 +260,7 @@ class ConsumerMembershipManager:
 
     def poll(self, now_ms: int) -> PollResult:
         state = self.state
-        if state in _IN_GROUP and self._poll_interval_expired(now_ms):
+        if state in _IN_GROUP and self._poll_timer.expired(now_ms):
             return self._leave_for_poll_timeout(now_ms)
         if state is _S.RECONCILING and not self._step_running:
             self._maybe_reconcile()
@@ -274,7 +269,7 @@ class ConsumerMembershipManager:
             return self._send_leave(now_ms)
         if state not in _HEARTBEATING or (state is _S.PREPARE_LEAVING and self._leave_unsent):
             return PollResult()
-        deadline = self._poll_deadline_delay(now_ms)
+        deadline = self._poll_timer.remaining_ms(now_ms) if state in _IN_GROUP else None
         node = self._coordinator.coordinator()
         if node is None or self._in_flight is not None:
             return PollResult((), deadline)
@@ -547,16 +542,6 @@ class ConsumerMembershipManager:
             self._release_by_losing(rejoin=False)
 
     # --- max.poll.interval.ms ----------------------------------------------------------------------------------
-
-    def _poll_interval_expired(self, now_ms: int) -> bool:
-        return (
-            self._last_poll_ms is not None and now_ms - self._last_poll_ms >= self.config.max_poll_interval_ms
-        )
-
-    def _poll_deadline_delay(self, now_ms: int) -> int | None:
-        if self.state not in _IN_GROUP or self._last_poll_ms is None:
-            return None
-        return max(0, self._last_poll_ms + self.config.max_poll_interval_ms - now_ms)
 
     def _leave_for_poll_timeout(self, now_ms: int) -> PollResult:
         """Kafka's STALE path: send the leave at once (no callbacks first, the application is not polling),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from groupstream.client.consumer.membership_timing import RetryBackoff
+
 __all__ = ["HeartbeatSchedule"]
 
 
@@ -21,42 +23,37 @@ class HeartbeatSchedule:
         retry_backoff_max_ms: int = 1000,
         jitter: Callable[[], float] | None = None,
     ) -> None:
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
-        self._jitter = jitter or (lambda: 1.0)
+        self._backoff = RetryBackoff(retry_backoff_ms, retry_backoff_max_ms, jitter)
         self.interval_ms = 0  # until the coordinator says otherwise: the first heartbeat goes out at once
-        self.failures = 0
         self._next_due_ms = 0
-        self._not_before_ms = 0
+
+    @property
+    def failures(self) -> int:
+        return self._backoff.failures
 
     def backoff_ms(self, failures: int) -> int:
-        if failures <= 0:
-            return 0
-        raw = self.retry_backoff_ms * (2 ** min(failures - 1, 30))
-        return int(min(raw, self.retry_backoff_max_ms) * self._jitter())
+        return self._backoff.backoff_ms(failures)
 
     def next_send_ms(self, urgent: bool) -> int:
         """The earliest time the next heartbeat may go out."""
         due = 0 if urgent else self._next_due_ms
-        return max(due, self._not_before_ms)
+        return max(due, self._backoff.not_before_ms)
 
     def on_sent(self, now_ms: int) -> None:
         self._next_due_ms = now_ms + self.interval_ms
 
     def on_success(self, now_ms: int, interval_ms: int) -> None:
-        self.failures = 0
-        self._not_before_ms = 0
+        self._backoff.succeeded()
         if interval_ms > 0 and interval_ms != self.interval_ms:
             self.interval_ms = interval_ms
             self._next_due_ms = now_ms + interval_ms
 
     def on_failure(self, now_ms: int) -> None:
         """Retry as soon as the backoff allows (not a whole interval later)."""
-        self.failures += 1
-        self._not_before_ms = now_ms + self.backoff_ms(self.failures)
+        self._backoff.failed(now_ms)
         self._next_due_ms = now_ms
 
     def retry_now(self) -> None:
         """Forget the backoff: the next heartbeat may go out at once (a member rejoining after being fenced)."""
-        self._not_before_ms = 0
+        self._backoff.not_before_ms = 0
         self._next_due_ms = 0

@@ -7,6 +7,13 @@ kafka-python and aiokafka do not speak this protocol.
 
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
 
+JOIN_EPOCH = 0
+"""The member epoch of a member that joins (or rejoins after being fenced)."""
+LEAVE_EPOCH = -1
+"""The member epoch of a member that leaves the group."""
+STATIC_LEAVE_EPOCH = -2
+"""The member epoch of a static member that leaves for now and keeps its assignment for its return."""
+
 # A member's owned partitions (request) and its assignment (response) are the same struct: one definition,
 # so they share one generated class.
 _TOPIC_PARTITIONS = Struct(
