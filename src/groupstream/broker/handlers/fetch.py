@@ -52,11 +52,22 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:
         return _counted(broker, body, sizes)
     woken = broker.purgatory.watch(keys, req.min_bytes - total, req.max_wait_ms)
+    read_committed = request.version >= 4 and req.isolation_level == READ_COMMITTED
 
     async def answer_later() -> Any:
-        await woken
-        later, *_, later_sizes = _collect(broker, request, denied)
-        return _counted(broker, later, later_sizes)
+        nonlocal woken
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        while True:
+            by_data = await woken
+            later, later_total, later_keys, later_failed, later_sizes = _collect(broker, request, denied)
+            # Bytes of open transactions wake a read_committed fetch but are not its to read: it waits on
+            # for the last stable offset to move (a marker) until min_bytes are readable or its time is up.
+            left_ms = int((deadline - loop.time()) * 1000)
+            if (not read_committed or not by_data or later_total >= req.min_bytes or later_failed or left_ms <= 0
+                    or not later_keys):  # fmt: skip
+                return _counted(broker, later, later_sizes)
+            woken = broker.purgatory.watch(later_keys, req.min_bytes - later_total, left_ms)
 
     return asyncio.ensure_future(answer_later())
 
@@ -120,14 +131,22 @@ def _collect(
                 continue
             plog = catalog.log(topic.name, idx)
             hw = plog.log_end_offset
+            lso = plog.last_stable_offset
             start = plog.log_start_offset
             records: bytes = b""
+            aborted: list[Any] | None = None
             code = ErrorCode.NONE
             limit = min(fp.partition_max_bytes, remaining)
             try:
                 if limit > 0 or total == 0:
-                    result = plog.read(fp.fetch_offset, max(limit, 1), min_one_batch=(total == 0), max_offset=hw)
+                    result = plog.read(fp.fetch_offset, max(limit, 1), min_one_batch=(total == 0),
+                                       max_offset=lso if read_committed else hw)  # fmt: skip
                     records = result.records
+                if read_committed:
+                    aborted = [] if not records else [
+                        PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                        for a in plog.aborted_transactions(fp.fetch_offset, result.next_offset)
+                    ]  # fmt: skip
             except OffsetOutOfRange:
                 code = ErrorCode.OFFSET_OUT_OF_RANGE
                 failed = True
@@ -148,9 +167,9 @@ def _collect(
                     partition_index=idx,
                     error_code=code,
                     high_watermark=hw,
-                    last_stable_offset=hw,
+                    last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=[] if read_committed else None,
+                    aborted_transactions=[] if read_committed and aborted is None else aborted,
                     preferred_read_replica=-1,
                     records=records,
                 )

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest follows the log start offset (retention, DeleteRecords), latest the log end."""
+"""ListOffsets: earliest follows the log start offset (retention, DeleteRecords), latest the log end, or for
+isolation_level 1 (read_committed, v2+) the last stable offset, as Kafka answers."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
 @handles("ListOffsets")
@@ -52,7 +54,8 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
                                 offset=-1, leader_epoch=-1))
                 continue
             if ts == LATEST:
-                offset = plog.log_end_offset
+                committed = request.version >= 2 and req.isolation_level == READ_COMMITTED
+                offset = plog.last_stable_offset if committed else plog.log_end_offset
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 offset = plog.log_start_offset
             elif ts == LATEST_TIERED:

@@ -1,0 +1,206 @@
+"""Read committed on our broker (issue 17): Fetch and ListOffsets with isolation_level 1 over transactional
+batches and markers appended straight to the broker's partition log (as the transaction coordinator writes
+them), read by raw requests and by confluent-kafka's consumer with isolation.level=read_committed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, TopicPartition
+
+from groupstream.broker.config import BrokerConfig
+from groupstream.broker.node import Broker
+from groupstream.protocol.messages import by_name
+from groupstream.protocol.records.batch import BatchBuilder, iter_record_batches
+from groupstream.storage.log import PartitionLog
+from support.raw_client import RawClient
+from support.waiting import wait_until
+
+FETCH = by_name("Fetch")
+LIST_OFFSETS = by_name("ListOffsets")
+A, B = 4000, 5000
+T = TypeVar("T")
+
+
+class OnLoop:
+    """Our broker in this process; ``run`` calls a function on its event loop (the partition log's owner)."""
+
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker = broker
+        self.loop = loop
+
+    def run(self, fn: Callable[[], T]) -> T:
+        async def call() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
+
+    def append(self, topic: str, batch: bytes) -> int:
+        """A data batch through the produce path's check, waking fetches as a produce does."""
+
+        def go() -> int:
+            plog = self.broker.catalog.log(topic, 0)
+            info = plog.append_checked(bytearray(batch), int(time.time() * 1000))
+            assert not isinstance(info, type(None)) and hasattr(info, "base_offset"), info
+            self.broker.purgatory.notify((topic, 0), len(batch))
+            return int(info.base_offset)  # type: ignore[union-attr]
+
+        return self.run(go)
+
+    def marker(self, topic: str, pid: int, commit: bool) -> int:
+        def go() -> int:
+            plog: PartitionLog = self.broker.catalog.log(topic, 0)
+            info = plog.append_marker(pid, 0, commit, 1, int(time.time() * 1000))
+            self.broker.purgatory.notify((topic, 0), 70)
+            return info.base_offset
+
+        return self.run(go)
+
+
+@contextmanager
+def broker_on_loop(data_dir: Path) -> Iterator[OnLoop]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-broker", daemon=True)
+    thread.start()
+    config = BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0)
+    broker = Broker(config)
+    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
+    try:
+        yield OnLoop(broker, loop)
+    finally:
+        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def txn(pid: int, seq: int, values: list[bytes]) -> bytes:
+    b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    for v in values:
+        b.append(int(time.time() * 1000), None, v)
+    return b.build()
+
+
+def fetch(raw: RawClient, topic: str, offset: int, isolation: int, *, min_bytes: int = 0, wait_ms: int = 0) -> Any:
+    R = FETCH.Request
+    T_ = R.FetchTopic
+    req = R(replica_id=-1, max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=isolation,
+            session_id=0, session_epoch=-1, topics=[T_(topic=topic, partitions=[T_.FetchPartition(
+                partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[], rack_id="")  # fmt: skip
+    raw.send(FETCH, 12, req)
+    return raw.receive()[3].responses[0].partitions[0]
+
+
+def values(records: bytes | None) -> list[bytes]:
+    return [r.value or b"" for b in iter_record_batches(records or b"") if not b.is_control for r in b.records()]
+
+
+def latest(raw: RawClient, topic: str, isolation: int) -> int:
+    R = LIST_OFFSETS.Request
+    T_ = R.ListOffsetsTopic
+    raw.send(LIST_OFFSETS, 5, R(replica_id=-1, isolation_level=isolation, topics=[T_(name=topic, partitions=[
+        T_.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])]))  # fmt: skip
+    part = raw.receive()[3].topics[0].partitions[0]
+    assert part.error_code == 0, part
+    return int(part.offset)
+
+
+def test_read_committed_fetch_stops_at_the_lso_and_names_aborted_transactions(tmp_path: Path) -> None:
+    with broker_on_loop(tmp_path) as b:
+        b.run(lambda: b.broker.catalog.create_topic("rc", 1, {}))
+        assert b.append("rc", txn(A, 0, [b"a0", b"a1"])) == 0
+        assert b.append("rc", txn(B, 0, [b"b0"])) == 2
+        assert b.marker("rc", A, commit=False) == 3
+        raw = RawClient(b.broker.config.port, "rc-test")
+        try:
+            committed = fetch(raw, "rc", 0, 1)
+            assert committed.error_code == 0
+            assert (committed.high_watermark, committed.last_stable_offset) == (4, 2)
+            assert values(committed.records) == [b"a0", b"a1"]  # B's open transaction at 2 is not readable
+            assert [(t.producer_id, t.first_offset) for t in committed.aborted_transactions] == [(A, 0)]
+            uncommitted = fetch(raw, "rc", 0, 0)
+            assert values(uncommitted.records) == [b"a0", b"a1", b"b0"]
+            assert uncommitted.last_stable_offset == 2 and uncommitted.aborted_transactions is None
+            assert (latest(raw, "rc", 1), latest(raw, "rc", 0)) == (2, 4)
+            # B's commit moves the LSO to the end; A's abort marker (3) is still in a fetch from 2, so A is
+            # named (Kafka's rule), and past its marker nothing is.
+            assert b.marker("rc", B, commit=True) == 4
+            after = fetch(raw, "rc", 2, 1)
+            assert after.last_stable_offset == 5 and values(after.records) == [b"b0"]
+            assert [(t.producer_id, t.first_offset) for t in after.aborted_transactions] == [(A, 0)]
+            assert fetch(raw, "rc", 4, 1).aborted_transactions == []
+            assert latest(raw, "rc", 1) == 5
+        finally:
+            raw.close()
+
+
+def test_a_read_committed_long_poll_waits_through_open_transaction_bytes_for_the_marker(tmp_path: Path) -> None:
+    with broker_on_loop(tmp_path) as b:
+        b.run(lambda: b.broker.catalog.create_topic("poll", 1, {}))
+        raw = RawClient(b.broker.config.port, "poll-test")
+        try:
+            R = FETCH.Request
+            T_ = R.FetchTopic
+            raw.send(FETCH, 12, R(replica_id=-1, max_wait_ms=20_000, min_bytes=1, max_bytes=1 << 20,
+                                  isolation_level=1, session_id=0, session_epoch=-1,
+                                  topics=[T_(topic="poll", partitions=[T_.FetchPartition(
+                                      partition=0, fetch_offset=0, log_start_offset=-1,
+                                      partition_max_bytes=1 << 20)])],
+                                  forgotten_topics_data=[], rack_id=""))  # fmt: skip
+            wait_until(lambda: len(b.broker.purgatory) == 1, timeout_s=10, what="the fetch is parked")
+            began = time.monotonic()
+            b.append("poll", txn(A, 0, [b"x"]))  # wakes the fetch, which finds nothing readable and waits on
+            wait_until(lambda: b.run(lambda: len(b.broker.purgatory)) == 1, timeout_s=10, what="the fetch parks again")
+            b.marker("poll", A, commit=True)
+            part = raw.receive()[3].responses[0].partitions[0]
+            assert values(part.records) == [b"x"] and part.last_stable_offset == 2
+            assert time.monotonic() - began < 15
+        finally:
+            raw.close()
+
+
+def test_confluent_kafka_read_committed_skips_aborted_records_and_waits_at_the_lso(tmp_path: Path) -> None:
+    with broker_on_loop(tmp_path) as b:
+        b.run(lambda: b.broker.catalog.create_topic("ck", 1, {}))
+        b.append("ck", txn(A, 0, [b"aborted-1", b"aborted-2"]))
+        b.append("ck", txn(B, 0, [b"committed-1"]))
+        b.append("ck", txn(A, 2, [b"aborted-3"]))
+        b.marker("ck", A, commit=False)
+        b.marker("ck", B, commit=True)
+        b.append("ck", txn(B, 1, [b"open"]))  # open: read_committed stops before it
+        port = b.broker.config.port
+
+        def consume(isolation: str, want: int) -> list[bytes]:
+            c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": f"g-{isolation}",
+                          "isolation.level": isolation, "enable.auto.commit": False,
+                          "fetch.wait.max.ms": 100})  # fmt: skip
+            try:
+                c.assign([TopicPartition("ck", 0, 0)])
+                got: list[bytes] = []
+
+                def more() -> bool:
+                    m = c.poll(0.2)
+                    if m is not None and m.error() is None:
+                        got.append(m.value())
+                    return len(got) >= want
+
+                wait_until(more, timeout_s=20, what=f"{want} records under {isolation}")
+                # Nothing more is readable: a fetch of the open transaction's record would land within this
+                # poll (fetch.wait.max.ms is 100), and it must not.
+                extra = c.poll(1.0)
+                assert extra is None or extra.error() is not None, extra.value()
+                return got
+            finally:
+                c.close()
+
+        assert consume("read_uncommitted", 5) == [b"aborted-1", b"aborted-2", b"committed-1", b"aborted-3", b"open"]
+        assert consume("read_committed", 1) == [b"committed-1"]
+        b.marker("ck", B, commit=True)  # the open transaction commits: now it is visible, still once
+        assert consume("read_committed", 2) == [b"committed-1", b"open"]
