@@ -479,7 +479,8 @@ class NodeConnection:
     def _auth_failed(self, why: str) -> str:
         sasl = self._config.security.sasl
         assert sasl is not None
-        return f"authentication failed for user {sasl.username} with {sasl.mechanism}: {why}"
+        user = self._sasl.user if self._sasl is not None else sasl.username  # OAUTHBEARER: the token's
+        return f"authentication failed for user {user} with {sasl.mechanism}: {why}"
 
     def _on_sasl(self, api: CompiledApi, body: Any, now_ms: int) -> str | None:
         sasl = self._config.security.sasl
@@ -494,7 +495,10 @@ class NodeConnection:
                 return self._auth_failed(f"SaslHandshake refused: {describe(code)} (error {code})")
             if self._nonce is None:
                 raise InvalidTransition("SASL needs the nonce source the shell provides")
-            self._sasl = SaslExchange(sasl, self._nonce)
+            try:
+                self._sasl = SaslExchange(sasl, self._nonce)
+            except SaslAuthenticationError as e:  # OAUTHBEARER: no token to present
+                return self._auth_failed(str(e))
             self._sasl_version = self.version_for(_SASL_AUTHENTICATE, 2)
             self._send_authenticate(self._sasl.first_token(), now_ms)
             return None

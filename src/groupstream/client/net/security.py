@@ -11,13 +11,27 @@ from __future__ import annotations
 
 import os
 import ssl
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
+from urllib.parse import urlparse
 
 from groupstream.client.errors import ClientConfigError
-from groupstream.security.jaas import JaasError, parse_jaas
+from groupstream.security.jaas import JaasEntry, JaasError, parse_jaas
+from groupstream.security.oauth_client import (
+    CallbackSource,
+    OAuthConfigError,
+    OAuthToken,
+    OAuthTokenError,
+    OidcSource,
+    TokenCache,
+    UnsecuredConfig,
+    UnsecuredSource,
+    client_message,
+    parse_unsecured_config,
+)
 from groupstream.security.scram import ScramClient, ScramError, ScramMechanism
 from groupstream.security.tls import TlsConfigError, TlsSettings, client_context, store_type
 
@@ -40,12 +54,23 @@ SECURITY_PROPERTIES = (
     "sasl.username",
     "sasl.password",
     "sasl.jaas.config",
+    "oauth.cb",  # confluent-kafka's oauth_cb (underscores read as dots)
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
 )
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
     "org.apache.kafka.common.security.scram.ScramLoginModule": ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+    _OAUTH_MODULE: ("OAUTHBEARER",),
 }
 
 
@@ -66,6 +91,8 @@ class SaslSettings:
     mechanism: str
     username: str
     password: str
+    tokens: TokenCache | None = field(default=None, compare=False)
+    """OAUTHBEARER: where the tokens come from (``username`` is then the principal, when known before a token)."""
 
     def __repr__(self) -> str:  # never print the password
         return f"SaslSettings(mechanism={self.mechanism!r}, username={self.username!r})"
@@ -184,11 +211,19 @@ def _sasl_settings(r: _Reader, protocol: SecurityProtocol) -> SaslSettings:
         )
     username = r.str_("sasl.username", "") if r.has("sasl.username") else None
     password = r.str_("sasl.password", "") if r.has("sasl.password") else None
+    entry: JaasEntry | None = None
     if r.has("sasl.jaas.config"):
         try:
             entry = parse_jaas(r.str_("sasl.jaas.config", ""))
         except JaasError as e:
             raise ClientConfigError(str(e)) from None
+    if mechanism == "OAUTHBEARER":
+        if entry is not None and entry.module not in _LOGIN_MODULES:
+            raise ClientConfigError(f"sasl.jaas.config: login module {entry.module} is not supported; use {_OAUTH_MODULE}")
+        if entry is not None and entry.module != _OAUTH_MODULE:
+            raise ClientConfigError(f"sasl.jaas.config: {entry.module} does not serve sasl.mechanism=OAUTHBEARER")
+        return _oauth_settings(r, entry)
+    if entry is not None:
         allowed = _LOGIN_MODULES.get(entry.module)
         if allowed is None:
             raise ClientConfigError(
@@ -207,30 +242,128 @@ def _sasl_settings(r: _Reader, protocol: SecurityProtocol) -> SaslSettings:
     return SaslSettings(mechanism, username, password)
 
 
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _oauth_settings(r: _Reader, entry: JaasEntry | None) -> SaslSettings:
+    """Where OAUTHBEARER tokens come from: ``oauth_cb``, ``sasl.oauthbearer.method=oidc``, or the unsecured
+    builder (librdkafka's ``sasl.oauthbearer.config``, or Java's OAuthBearerLoginModule with
+    ``unsecuredLoginStringClaim_sub``); exactly one."""
+    options = entry.options if entry is not None else {}
+    callback = r.raw("oauth.cb", None)
+    method = r.str_("sasl.oauthbearer.method", "default").strip().lower()
+    if method not in ("default", "oidc"):
+        raise ClientConfigError(f"sasl.oauthbearer.method must be 'default' or 'oidc', got {method!r}")
+    config_text = r.str_("sasl.oauthbearer.config", "")
+    try:
+        extensions = _extensions(r.str_("sasl.oauthbearer.extensions", ""))
+        if method == "oidc" or "clientId" in options:
+            if callback is not None:
+                raise ClientConfigError("oauth_cb and sasl.oauthbearer.method=oidc exclude each other")
+            endpoint = r.str_("sasl.oauthbearer.token.endpoint.url", "")
+            client_id = r.str_("sasl.oauthbearer.client.id", options.get("clientId", ""))
+            secret = r.str_("sasl.oauthbearer.client.secret", options.get("clientSecret", ""))
+            missing = [n for n, v in (("sasl.oauthbearer.token.endpoint.url", endpoint),
+                                      ("sasl.oauthbearer.client.id", client_id),
+                                      ("sasl.oauthbearer.client.secret", secret)) if not v]  # fmt: skip
+            if missing:
+                raise ClientConfigError(f"sasl.oauthbearer.method=oidc needs {', '.join(missing)}")
+            if urlparse(endpoint).scheme not in ("http", "https"):
+                raise ClientConfigError(f"sasl.oauthbearer.token.endpoint.url must be an http(s) URL, got {endpoint!r}")
+            scope = r.str_("sasl.oauthbearer.scope", options.get("scope", ""))
+            source: Callable[[int], OAuthToken] = OidcSource(endpoint, client_id, secret, scope, extensions)
+            who = client_id
+        elif callback is not None:
+            if not callable(callback):
+                raise ClientConfigError(f"oauth_cb must be a function, got {type(callback).__name__}")
+            source = CallbackSource(callback, config_text)
+            who = "(the token's subject)"
+        elif "unsecuredLoginStringClaim_sub" in options:
+            unsecured = UnsecuredConfig(
+                principal=options["unsecuredLoginStringClaim_sub"],
+                life_s=int(options.get("unsecuredLoginLifetimeSeconds", "3600")),
+                extensions={k.removeprefix("unsecuredLoginExtension_"): v for k, v in options.items()
+                            if k.startswith("unsecuredLoginExtension_")},
+            )  # fmt: skip
+            source, who = UnsecuredSource(unsecured), unsecured.principal
+        else:
+            if not _true(r.raw("enable.sasl.oauthbearer.unsecure.jwt", False)):
+                raise ClientConfigError(
+                    "sasl.mechanism=OAUTHBEARER needs a token: oauth_cb (a function returning (token, expiry)), "
+                    "sasl.oauthbearer.method=oidc with client.id, client.secret and token.endpoint.url, or, for "
+                    "tests, enable.sasl.oauthbearer.unsecure.jwt=true with sasl.oauthbearer.config=principal=NAME"
+                )
+            unsecured = parse_unsecured_config(config_text)
+            source, who = UnsecuredSource(unsecured), unsecured.principal
+    except OAuthConfigError as e:
+        raise ClientConfigError(str(e)) from None
+    except ValueError as e:
+        raise ClientConfigError(f"sasl.jaas.config: {e}") from None
+    return SaslSettings("OAUTHBEARER", who, "", TokenCache(source, _wall_clock_ms))
+
+
+def _extensions(text: str) -> dict[str, str]:
+    """``sasl.oauthbearer.extensions``: comma-separated ``key=value``."""
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in text.split(",")):
+        if item:
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise OAuthConfigError(f"sasl.oauthbearer.extensions: expected key=value, got {item!r}")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _true(value: object) -> bool:
+    return value is True or str(value).strip().lower() == "true"
+
+
 class SaslAuthenticationError(Exception):
     """The client side of the exchange refused the server's answer (a SCRAM server that proved nothing)."""
 
 
 class SaslExchange:
     """One SASL exchange, client side: ``first_token()``, then ``next_token(server_token)`` for each server
-    token until it returns None (the exchange is complete). Pure."""
+    token until it returns None (the exchange is complete). Pure but for OAUTHBEARER's token, which comes from
+    the settings' `TokenCache` (as the SCRAM nonce from ``nonce``): a failure to get one is a
+    `SaslAuthenticationError` from the constructor."""
 
     def __init__(self, settings: SaslSettings, nonce: Callable[[], str]) -> None:
         self.settings = settings
+        self.user = settings.username
         self._scram: ScramClient | None = None
+        self._token: OAuthToken | None = None
         self._step = 0
+        self.server_error: str | None = None
+        """OAUTHBEARER: the broker's RFC 7628 error (JSON), before it fails the exchange."""
+        if settings.tokens is not None:
+            try:
+                self._token = settings.tokens.current()
+            except OAuthTokenError as e:
+                raise SaslAuthenticationError(f"no token: {e}") from None
+            self.user = self._token.principal
+            return
         scram = ScramMechanism.from_name(settings.mechanism)
         if scram is not None:
             self._scram = ScramClient(scram, settings.username, settings.password, nonce())
 
     def first_token(self) -> bytes:
         self._step = 1
+        if self._token is not None:
+            return client_message(self._token)
         if self._scram is None:
             return f"\0{self.settings.username}\0{self.settings.password}".encode()
         return self._scram.first_message()
 
     def next_token(self, server_token: bytes) -> bytes | None:
         step, self._step = self._step, self._step + 1
+        if self._token is not None:
+            if step == 1 and server_token:
+                # RFC 7628: the broker's error comes as a challenge; acknowledging it ends the exchange (failed)
+                self.server_error = server_token.decode("utf-8", "replace")
+                return b"\x01"
+            return None
         if self._scram is None:
             return None  # PLAIN: one round
         try:
