@@ -246,6 +246,8 @@ class ConsumerMembership:
         try:
             if not is_catalog(metadata):
                 raise HeartbeatRefused(E.UNSUPPORTED_VERSION, "this coordinator cannot list topics")
+            if self._steady(op, req, metadata, get_group):
+                return
             validate(body, req.version)
             if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 response = self._leave(op, body, metadata, get_group(str(body.group_id)))
@@ -255,6 +257,57 @@ class ConsumerMembership:
             response = R(throttle_time_ms=0, error_code=int(e.code), error_message=e.message, member_id=None,
                          member_epoch=0, heartbeat_interval_ms=0, assignment=None)  # fmt: skip
         op.respond(req.token, response)
+
+    def _steady(self, op: Op, req: ShardRequest, topics: TopicCatalogView, get_group: Callable[[str], Any]) -> bool:
+        """Answer the heartbeat of a member that has nothing to say in a group with nothing to tell it, and
+        say whether it did; any other heartbeat takes the full path (False).
+
+        Most heartbeats of a large group are these: a member at the group's epoch, reconciled, reporting no
+        change (no subscription, no owned partitions, no new client id), while the group's subscription
+        metadata still holds and no regular expression is due. The full path would conclude the same (no
+        record, the session renewed, no assignment in the answer) after building the member's metadata and
+        the group's change; this checks the same conditions directly."""
+        body = req.body
+        epoch = body.member_epoch
+        if (
+            epoch <= 0
+            or body.topic_partitions is not None
+            or body.subscribed_topic_names is not None
+            or getattr(body, "subscribed_topic_regex", None) is not None
+            or body.rebalance_timeout_ms != -1
+            or body.server_assignor is not None
+            or body.rack_id is not None
+        ):
+            return False
+        group = get_group(body.group_id)
+        if not isinstance(group, ConsumerGroup):
+            return False
+        member_id = body.member_id
+        member = group.members.get(member_id)
+        if member is None:
+            return False
+        a, md = member.assignment, member.metadata
+        instance_id = body.instance_id
+        if (
+            a.epoch != epoch
+            or a.state is not MemberState.STABLE
+            or group.epoch != epoch
+            or group.assignment_epoch != epoch
+            or md.client_id != req.client_id
+            or md.client_host != req.client_host
+            or (instance_id is not None and (instance_id != md.instance_id or group.static_members.get(instance_id) != member_id))
+            or (group.regex_subscribers and op.now_ms >= group.regex_refresh_deadline_ms)
+        ):
+            return False
+        held = () if group.partition_metadata is None else group.partition_metadata.topics
+        if not _metadata_holds(held, group.subscribed_topic_names(), topics):
+            return False
+        cfg = op.ctx.config
+        op.schedule(consumer_session_key(group.group_id, member_id), cfg.consumer_session_timeout_ms)
+        op.respond(req.token, CONSUMER_GROUP_HEARTBEAT.Response(
+            throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id, member_epoch=epoch,
+            heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms, assignment=None))  # fmt: skip
+        return True
 
     def _heartbeat(self, op: Op, req: ShardRequest, topics: TopicCatalogView, found: Any) -> Any:
         body = req.body
