@@ -177,6 +177,7 @@ class PartitionLog:
         self.config = config
         self.recovery_report = report
         self.producer_state = producer_state
+        self._ongoing = producer_state.ongoing_transactions  # the same mapping for the log's lifetime
         self.aborted_index = aborted if aborted is not None else AbortedTxnIndex()
         self._txn_files_dirty: set[int] = set()  # segments whose .txnindex was written since the last sync
         self._segments = segments
@@ -316,6 +317,8 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO: no transaction is undecided below it (the first offset of the oldest open transaction,
         or the high watermark when none is open). read_committed fetches stop here."""
+        if not self._ongoing:  # the fetch fast path: no transaction open
+            return self._log_end
         first = self.producer_state.first_unstable_offset()
         hw = self._log_end
         return hw if first is None or first > hw else first
