@@ -8,13 +8,14 @@ import struct
 from pathlib import Path
 
 import pytest
-from storagekit import make_batch, small_config
+from storagekit import make_batch, read_all, small_config
 
-from groupstream.protocol.records.batch import RecordBatch, iter_record_batches
+from groupstream.protocol.records.batch import BatchBuilder, RecordBatch, iter_record_batches
 from groupstream.protocol.records.batch_header import TRANSACTIONAL_BIT
 from groupstream.protocol.records.record import ControlType
-from groupstream.storage import PartitionLog, StaleMarkerError
+from groupstream.storage import LogConfig, PartitionLog, StaleMarkerError
 from groupstream.storage.checkpoint import PRODUCER_SNAPSHOT_FILE
+from groupstream.storage.compaction import clean
 from groupstream.storage.producer_state import (
     Accept,
     CompletedTxn,
@@ -216,4 +217,44 @@ def test_truncation_and_retention_trim_the_index(tmp_path: Path) -> None:
     assert log.log_start_offset > 5
     assert log.aborted_transactions(log.log_start_offset, log.log_end_offset) == []
     assert len(log.aborted_index) == 0 and not list(log.directory.glob("*.txnindex"))
+    log.close()
+
+
+# -- compaction ---------------------------------------------------------------------------------------------------
+
+
+def keyed_txn(pid: int, seq: int, key: bytes, value: bytes) -> bytearray:
+    b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    b.append(1000, key, value)
+    return bytearray(b.build())
+
+
+def keyed_plain(key: bytes, value: bytes) -> bytearray:
+    b = BatchBuilder()
+    b.append(1000, key, value)
+    return bytearray(b.build())
+
+
+def test_compaction_drops_aborted_records_and_stops_at_the_lso(tmp_path: Path) -> None:
+    config = LogConfig.from_properties({"cleanup.policy": "compact", "segment.bytes": "300",
+                                        "min.cleanable.dirty.ratio": "0.01"})  # fmt: skip
+    log = PartitionLog.open(tmp_path / "t-0", config, 0)
+    log.append(keyed_plain(b"k", b"committed-before"), 1)
+    log.append_checked(keyed_txn(A, 0, b"k", b"aborted"), 1)
+    log.append_marker(A, 0, commit=False, coordinator_epoch=1, now_ms=1)
+    log.append_checked(keyed_txn(B, 0, b"j", b"open-old"), 1)  # B stays open: nothing from here is cleaned
+    for i in range(6):
+        log.append(keyed_plain(b"j", b"plain-%d" % i), 1)
+    assert len(log.segment_base_offsets()) > 3
+    clean(log, 2000, force=True)
+    values = [(r.key, r.value) for _, _, raw in read_all(log) for b in iter_record_batches(raw) for r in b]
+    assert (b"k", b"committed-before") in values  # the aborted write did not displace it ...
+    assert (b"k", b"aborted") not in values  # ... and is gone itself
+    assert (b"j", b"open-old") in values and (b"j", b"plain-0") in values  # at and after the LSO: untouched
+    log.append_marker(B, 0, commit=True, coordinator_epoch=1, now_ms=1)
+    log.roll(2)
+    clean(log, 2000, force=True)
+    values = [(r.key, r.value) for _, _, raw in read_all(log) for b in iter_record_batches(raw) for r in b]
+    assert (b"j", b"open-old") not in values and (b"j", b"plain-5") in values  # decided: compacted as usual
+    assert (b"k", b"committed-before") in values
     log.close()

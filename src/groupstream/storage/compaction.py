@@ -17,6 +17,10 @@ Semantics follow Kafka's cleaner (``LogCleaner``):
   idempotent producer (its header is kept as an empty batch, so the producer state rebuilt on the next open
   is the one in memory now) or the last batch of a group of merged segments (see `groupstream.storage.swap`).
 - Control batches are never touched. A batch whose records cannot be decoded is kept as it is.
+- Transactions (issue 17), as Kafka's cleaner treats them: cleaning stops below the last stable offset (an
+  undecided transaction's records are neither removed nor allowed to displace older ones), and the records of
+  aborted transactions (from the aborted-transaction index) are removed and never enter the key map, so an
+  aborted write cannot erase the committed value before it. Their markers stay.
 - Consecutive segments are merged while their original sizes fit ``segment.bytes``.
 
 The work splits in three steps so a broker can run the expensive middle one on another thread:
@@ -128,6 +132,8 @@ class CleanPlan:
     settings: CompactionSettings
     now_ms: int
     truncation_generation: int
+    # producer id -> (first offset, marker offset) of its aborted transactions in the cleanable range
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     stats: CleanStats = field(default_factory=CleanStats)
     built: list[_Built] = field(default_factory=list)
     _closed: bool = False
@@ -152,13 +158,20 @@ class CleanPlan:
         for src in self.sources():
             if src.next_offset <= self.first_dirty:
                 continue
-            for _, _h, records in _batches(src):
-                if records is None:
+            for _, h, records in _batches(src):
+                if records is None or self._aborted(h):
                     continue
                 for r in records:
                     if r.key is not None and r.offset >= self.first_dirty:
                         newest[r.key] = r.offset
         return newest
+
+    def _aborted(self, h: BatchHeader) -> bool:
+        """Whether a data batch belongs to an aborted transaction."""
+        if not h.is_transactional:
+            return False
+        ranges = self.aborted.get(h.producer_id)
+        return ranges is not None and any(first <= h.base_offset <= last for first, last in ranges)
 
     def _clean_group(self, group: list[_Source], newest: dict[bytes, int]) -> _Built:
         path = cleaned_path(self.directory, group[0].base_offset)
@@ -202,6 +215,9 @@ class CleanPlan:
             stats.undecodable_batches += 1
             return raw
         stats.records_in += len(records)
+        if self._aborted(h):
+            stats.records_removed += len(records)
+            return self._emptied(h, src, in_last_segment)
         horizon_ts = h.max_timestamp if h.max_timestamp >= 0 else src.largest_timestamp
         tombstones_expire = self.now_ms - horizon_ts > self.settings.delete_retention_ms
         kept: list[Record] = []
@@ -222,6 +238,11 @@ class CleanPlan:
         if kept:
             stats.batches_reencoded += 1
             return _reencode(h, kept)
+        return self._emptied(h, src, in_last_segment)
+
+    def _emptied(self, h: BatchHeader, src: _Source, in_last_segment: bool) -> bytes:
+        """A batch that lost every record: gone, or its header kept (see the module docstring)."""
+        stats = self.stats
         ends_group = in_last_segment and h.next_offset == src.next_offset
         if ends_group or (h.producer_id != NO_PRODUCER_ID and (h.producer_id, h.base_offset) in self.retained_batches):
             stats.empty_batches_kept += 1
@@ -327,9 +348,12 @@ class CleanableRange:
 
 def _cleanable_segments(log: PartitionLog, now_ms: int, settings: CompactionSettings) -> list[Segment]:
     sealed = log.segments[:-1]
+    stable = log.last_stable_offset
     out: list[Segment] = []
     for seg in sealed:
         if seg.holes:  # a rewrite would drop the damaged bytes and what the hole hides: never clean past one
+            break
+        if seg.next_offset > stable:  # holds part of an undecided transaction
             break
         if settings.min_compaction_lag_ms > 0 and now_ms - seg.largest_timestamp() < settings.min_compaction_lag_ms:
             break
@@ -398,7 +422,11 @@ def plan_cleaning(log: PartitionLog, now_ms: int, *, force: bool = False) -> Cle
             for src in g:
                 os.close(src.fd)
         raise
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.aborted_transactions(segments[0].base_offset, segments[-1].next_offset):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     return CleanPlan(
+        aborted=aborted,
         directory=log.directory,
         groups=groups,
         first_dirty=rng.first_dirty,
