@@ -105,11 +105,10 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     return frozenset((t.topic_id, p) for t in items for p in t.partitions)
 
 
-def _partition_epochs(items: Iterable[TopicPartitions]) -> tuple[tuple[TopicIdPartition, int], ...]:
-    """The recorded assignment epochs (KIP-1251), sorted; topics recorded without them contribute none."""
-    out = [((t.topic_id, p), e) for t in items if t.assignment_epochs is not None
-           for p, e in zip(t.partitions, t.assignment_epochs, strict=False)]  # fmt: skip
-    return tuple(sorted(out))
+def _partition_epochs(items: Iterable[TopicPartitions]) -> dict[TopicIdPartition, int]:
+    """The recorded assignment epochs (KIP-1251); topics recorded without them contribute none."""
+    return {(t.topic_id, p): e for t in items if t.assignment_epochs is not None
+            for p, e in zip(t.partitions, t.assignment_epochs, strict=False)}  # fmt: skip
 
 
 def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from types import MappingProxyType
 
 __all__ = ["MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
 
 Partition = tuple[uuid.UUID, int]
 """(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
+
+
+_NO_EPOCHS: Mapping[Partition, int] = MappingProxyType({})
 
 
 class MemberState(IntEnum):
@@ -50,27 +54,34 @@ class MemberAssignment:
     state: MemberState
     assigned: frozenset[Partition]
     pending_revocation: frozenset[Partition] = frozenset()
-    # KIP-1251: the member epoch at which each held partition was given to the member, as sorted
-    # (partition, epoch) pairs; a held partition missing here counts as given at the member's epoch.
-    partition_epochs: tuple[tuple[Partition, int], ...] = ()
+    # KIP-1251: the member epoch at which each held partition was given to the member; a held partition
+    # missing here counts as given at the member's epoch. Never mutated: assignments share it. A mapping,
+    # not sorted pairs: sorting pairs keyed by topic UUIDs (compared in Python) was most of the cost of a
+    # member taking thousands of partitions, and equality does not need an order.
+    partition_epochs: Mapping[Partition, int] = field(default_factory=lambda: _NO_EPOCHS)
 
     def holds(self) -> frozenset[Partition]:
         """What no other member may be given: assigned, or still to be revoked."""
-        return self.assigned | self.pending_revocation
+        return self.assigned | self.pending_revocation if self.pending_revocation else self.assigned
 
-    def assignment_epochs(self) -> dict[Partition, int]:
+    def assignment_epochs(self) -> Mapping[Partition, int]:
         """Every held partition -> the epoch it was given at (KIP-1251; what offset commits are checked
         against). A partition without a recorded epoch (records written before) counts as given at the
-        member's epoch, never below 0, as in Kafka."""
-        known = dict(self.partition_epochs)
+        member's epoch, never below 0, as in Kafka. Read-only: it may be the assignment's own mapping."""
+        known = self.partition_epochs
+        held = self.holds()
+        if len(known) == len(held):  # complete (every assignment reconcile makes is): nothing to fill in
+            return known
         default = max(self.epoch, 0)
-        return {p: known.get(p, default) for p in self.holds()}
+        return {p: known.get(p, default) for p in held}
 
 
-def epochs_for(member: MemberAssignment, held: Set[Partition], new_epoch: int) -> tuple[tuple[Partition, int], ...]:
+def epochs_for(member: MemberAssignment, held: Set[Partition], new_epoch: int) -> Mapping[Partition, int]:
     """Assignment epochs of ``held``: kept partitions keep theirs, new ones are given at ``new_epoch``."""
     before = member.assignment_epochs()
-    return tuple(sorted((p, before.get(p, new_epoch)) for p in held))
+    if held == before.keys():
+        return before
+    return {p: before.get(p, new_epoch) for p in held}
 
 
 def reconcile(
