@@ -58,7 +58,9 @@ def test_values_and_aliases() -> None:
         ({**BOOT, "enable.idempotence": "maybe"}, "enable.idempotence"),
         ({**BOOT, "partitioner": "random"}, "partitioner"),
         ({**BOOT, "key.serializer": "str"}, "key.serializer"),
-        ({**BOOT, "transactional.id": "tx"}, "transactional.id"),
+        ({**BOOT, "transactional.id": "tx", "enable.idempotence": False}, "transactional.id"),
+        ({**BOOT, "transactional.id": "tx", "acks": "1"}, "transactional.id"),
+        ({**BOOT, "transaction.timeout.ms": 0}, "transaction.timeout.ms"),
         ({**BOOT, "delivery.timeout.ms": 1000}, "delivery.timeout.ms"),
         ({**BOOT, "enable.idempotence": True, "acks": "1"}, "enable.idempotence"),
         (

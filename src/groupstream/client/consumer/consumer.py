@@ -29,6 +29,7 @@ from groupstream.client.consumer.coordinator_locator import GroupCoordinatorLoca
 from groupstream.client.consumer.errors import ConsumerClosedError, PartitionNotAssignedError
 from groupstream.client.consumer.fetch_buffer import FetchBuffer
 from groupstream.client.consumer.fetcher import Fetcher
+from groupstream.client.consumer.membership_api import NO_GROUP_IDENTITY, GroupMetadata
 from groupstream.client.consumer.metrics import ConsumerMetrics
 from groupstream.client.consumer.offsets_manager import EARLIEST, LATEST, OffsetsManager
 from groupstream.client.consumer.records import ConsumerRecord, ConsumerRecords
@@ -189,6 +190,24 @@ class Consumer:
     def unsubscribe(self) -> None:
         """Leave the group (revoking, so positions are committed with auto commit) or drop the assignment."""
         self._call(lambda now, f: self._core.unsubscribe(now, lambda e: self._settle(f)(None, e)))
+
+    def group_metadata(self) -> GroupMetadata:
+        """The member's group, generation, member id and instance id right now, for a transactional producer's
+        ``send_offsets_to_transaction(offsets, consumer.group_metadata())`` (KIP-447)."""
+        group_id = self.config.group_id
+        if group_id is None:
+            raise ValueError("group_metadata() needs group.id")
+        instance = self.config.group_instance_id
+
+        def go(now: int, f: Future[Any]) -> None:
+            m = self._core.membership
+            ident = m.commit_identity() if m is not None else NO_GROUP_IDENTITY
+            f.set_result(
+                GroupMetadata(group_id, ident.generation_or_epoch, ident.member_id, ident.group_instance_id or instance)
+            )
+
+        result: GroupMetadata = self._call(go)
+        return result
 
     def assignment(self) -> list[TopicPartition]:
         return sorted(self._buffer.assignment())

@@ -75,6 +75,20 @@ class CommitIdentity:
 NO_GROUP_IDENTITY = CommitIdentity()
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMetadata:
+    """``Consumer.group_metadata()``: the member's group, generation (the KIP-848 member epoch under
+    ``group.protocol=consumer``), member id and static instance id, for a transactional producer's
+    ``send_offsets_to_transaction`` (KIP-447). The group coordinator takes the transaction's offsets only from
+    the current generation's member, so a zombie copy of a consume-transform-produce loop cannot commit offsets
+    of partitions that moved on to another member."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class CoordinatorLocator(Protocol):
     """Finds the group coordinator (FindCoordinator) for every manager that talks to it."""
 

@@ -118,6 +118,11 @@ class RecordAccumulator:
             self.refusal = error
             self.open_routes = {}
 
+    def readmit(self) -> None:
+        """Take appends again (a transactional producer's new transaction lifts the refusal it set)."""
+        self.refusal = None
+        self.open_routes = dict(self.routes)
+
     def publish(self, topic: str, count: int, available: Sequence[int]) -> TopicRoute:
         """The route of ``topic`` with ``count`` partitions (created, or grown)."""
         route = self.routes.get(topic)

@@ -34,6 +34,7 @@ _PRODUCER_FIELDS = struct.Struct(">qhi")
 _PRODUCER_FIELDS_AT = 43
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
+_TRANSACTIONAL = 0x10  # the batch attributes' isTransactional bit
 # a record's bytes beyond key, value and headers, at most: length, attributes, deltas, key/value lengths, header
 # count (what a record is assumed to take before it is encoded: sizing a new batch, checking max.request.size)
 RECORD_OVERHEAD = 21
@@ -158,10 +159,13 @@ class ProducerBatch:
             self.sealed = self.closed = True
         return data
 
-    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Write the idempotence fields into the header and recompute the CRC."""
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool = False) -> None:
+        """Write the idempotence fields (and a transactional producer's isTransactional attribute, bit 4, which
+        read_committed consumers go by) into the header and recompute the CRC."""
         data = self._finish()  # the CRC is computed once, below
         _PRODUCER_FIELDS.pack_into(data, _PRODUCER_FIELDS_AT, producer_id, producer_epoch, base_sequence)
+        if transactional:
+            _ATTRIBUTES.pack_into(data, 21, self.compression | _TRANSACTIONAL)
         patch_crc(data, 0, len(data))
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch

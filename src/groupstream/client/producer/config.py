@@ -44,6 +44,8 @@ PRODUCER_PROPERTIES = (
     "partitioner",
     "key.serializer",
     "value.serializer",
+    "transactional.id",
+    "transaction.timeout.ms",
 )
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -69,6 +71,8 @@ class ProducerConfig:
     partitioner: str | PartitionerFn = "murmur2_random"
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     @classmethod
     def from_mapping(cls, props: Mapping[str, Any] | None) -> ProducerConfig:
@@ -79,6 +83,10 @@ class ProducerConfig:
         linger = r.int_("linger.ms", cls.linger_ms, minimum=0)
         retries = r.int_("retries", cls.retries, minimum=0, maximum=INT32_MAX)
         idempotence = r.bool_("enable.idempotence", True)
+        transactional_id = r.str_("transactional.id", "") if r.raw("transactional.id") is not None else None
+        transactional_id = transactional_id or None
+        if transactional_id is not None and not idempotence:
+            raise ClientConfigError("transactional.id needs idempotence: remove enable.idempotence=false")
         if idempotence:
             conflicts = []
             if acks != -1:
@@ -90,6 +98,8 @@ class ProducerConfig:
                 )
             if retries == 0:
                 conflicts.append("retries=0 (idempotence needs retries)")
+            if conflicts and transactional_id is not None:
+                raise ClientConfigError("transactional.id needs idempotence, which conflicts with " + "; ".join(conflicts))
             if conflicts and r.has("enable.idempotence"):
                 raise ClientConfigError("enable.idempotence=true conflicts with " + "; ".join(conflicts))
             if conflicts:
@@ -126,6 +136,8 @@ class ProducerConfig:
             partitioner=partitioner,
             key_serializer=r.callable_("key.serializer"),
             value_serializer=r.callable_("value.serializer"),
+            transactional_id=transactional_id,
+            transaction_timeout_ms=r.int_("transaction.timeout.ms", cls.transaction_timeout_ms, minimum=1, maximum=INT32_MAX),
         )
 
 

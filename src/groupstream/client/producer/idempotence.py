@@ -70,6 +70,9 @@ class IdempotenceManager:
         self.bump_reason = ""
         self.fatal_error: BaseException | None = None
         self.epoch_changes = 0
+        # a transactional producer's id and epoch come from its transaction manager (InitProducerId with the
+        # transactional id, at its coordinator), which also does the bumps: this manager sends nothing then
+        self.transactional = False
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self._in_flight_batches = in_flight_batches
@@ -96,7 +99,7 @@ class IdempotenceManager:
         self.bump_reason = reason
 
     def poll(self, now_ms: int) -> PollResult:
-        if self.fatal_error is not None or self._request_out:
+        if self.fatal_error is not None or self._request_out or self.transactional:
             return PollResult()
         if self.producer_id >= 0 and not self.bump_required:
             return PollResult()
@@ -163,7 +166,7 @@ class IdempotenceManager:
     def assign(self, batch: ProducerBatch) -> None:
         """Stamp a batch with the current id, epoch and the partition's next sequence."""
         seq = self._partition(batch.tp)
-        batch.stamp(self.producer_id, self.producer_epoch, seq.next_sequence)
+        batch.stamp(self.producer_id, self.producer_epoch, seq.next_sequence, self.transactional)
         seq.next_sequence = add_sequence(seq.next_sequence, batch.record_count)
 
     def acknowledged(self, batch: ProducerBatch) -> None:

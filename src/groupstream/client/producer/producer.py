@@ -22,11 +22,12 @@ from typing import Any
 
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_client import NetworkClient
-from groupstream.client.net.network_thread import NetworkThread, monotonic_ms
+from groupstream.client.net.network_thread import ApplicationEvent, NetworkThread, monotonic_ms
 from groupstream.client.producer import encode
 from groupstream.client.producer.accumulator import RecordAccumulator
 from groupstream.client.producer.bulk import BulkPaths
 from groupstream.client.producer.config import ProducerConfig
+from groupstream.client.producer.errors import TransactionStateError
 from groupstream.client.producer.idempotence import IdempotenceManager
 from groupstream.client.producer.intake import RecordIntake
 from groupstream.client.producer.lifecycle import Lifecycle
@@ -34,9 +35,11 @@ from groupstream.client.producer.memory import BufferMemory
 from groupstream.client.producer.metrics import ProducerMetrics
 from groupstream.client.producer.partitioner import Partitioner
 from groupstream.client.producer.sender import Sender, SenderConfig
+from groupstream.client.producer.transactional import TransactionalProducer
+from groupstream.client.producer.transactions import TransactionManager
 
 
-class Producer(BulkPaths, Lifecycle):
+class Producer(BulkPaths, TransactionalProducer):
     """Produces records to Kafka topics; thread-safe. See the module docstring for the threading model."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **aliases: Any) -> None:
@@ -88,6 +91,7 @@ class Producer(BulkPaths, Lifecycle):
                 delivery_timeout_ms=cfg.delivery_timeout_ms,
                 max_in_flight=net.max_in_flight,
                 max_request_size=cfg.max_request_size,
+                transactional_id=cfg.transactional_id,
             ),
             self._acc,
             self._metadata,
@@ -106,7 +110,12 @@ class Producer(BulkPaths, Lifecycle):
             unreachable=lambda: self._client.unreachable,
             fatal=lambda: self._client.fatal,
         )
+        self._txn = None
         managers: list[Any] = [self._intake]
+        if cfg.transactional_id is not None:
+            assert self._idempotence is not None  # the configuration forces it
+            self._txn = self._transaction_manager(cfg.transactional_id)
+            managers.append(self._txn)
         if self._idempotence is not None:
             managers.append(self._idempotence)
         managers.append(self._sender)
@@ -123,6 +132,46 @@ class Producer(BulkPaths, Lifecycle):
         self._lock = self._acc.lock
         self._plain = not self._serializing and self._custom is None  # produce's one-call path applies
         self._thread.start()
+
+    def _transaction_manager(self, transactional_id: str) -> TransactionManager:
+        """The transaction manager, wired to the accumulator, the sender and the intake (see ``transactions``)."""
+        acc, sender, intake, idem = self._acc, self._sender, self._intake, self._idempotence
+        assert sender is not None and idem is not None
+        idem.transactional = True
+
+        def refuse(error: BaseException) -> None:
+            with acc.lock:
+                if acc.refusal is None or isinstance(acc.refusal, TransactionStateError):
+                    acc.refusal = None
+                    acc.refuse(error)
+
+        def admit() -> None:
+            with acc.lock:
+                if isinstance(acc.refusal, TransactionStateError) and not self._closed:
+                    acc.readmit()
+
+        net = self.config.network
+        txn = TransactionManager(
+            transactional_id,
+            self.config.transaction_timeout_ms,
+            idem,
+            self._metadata,
+            retry_backoff_ms=net.retry_backoff_ms,
+            retry_backoff_max_ms=net.retry_backoff_max_ms,
+            queued_partitions=acc.partitions,
+            settled=lambda: not sender.has_pending_work() and not intake.has_pending_work() and acc.pending == 0,
+            abort_queued=sender.abort_queued,
+            refuse=refuse,
+            admit=admit,
+            begin_flush=acc.begin_flush,
+            end_flush=acc.end_flush,
+        )
+        sender.txn = txn
+        return txn
+
+    def _process_event(self, event: ApplicationEvent, now_ms: int) -> None:
+        if not self._process_txn_event(event):
+            Lifecycle._process_event(self, event, now_ms)
 
     def __repr__(self) -> str:
         return f"Producer({self.config.network.client_id!r}, {len(self)} outstanding{', closed' if self._closed else ''})"

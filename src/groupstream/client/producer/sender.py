@@ -36,6 +36,7 @@ from groupstream.client.producer.config import MAX_IDEMPOTENT_IN_FLIGHT
 from groupstream.client.producer.errors import ProducerTimeoutError
 from groupstream.client.producer.idempotence import IdempotenceManager
 from groupstream.client.producer.metrics import ProducerMetrics
+from groupstream.client.producer.transactions import TransactionManager
 from groupstream.protocol.error_codes import ErrorCode, is_retriable
 from groupstream.protocol.messages import by_name
 
@@ -54,6 +55,23 @@ _REFRESH_METADATA = frozenset(
     }
 )
 _TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+# a transactional producer's: fatal (fenced by a newer instance, not authorized), or ending the transaction
+_TXN_FATAL = frozenset(
+    {
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_TXN_STATE,
+    }
+)
+_TXN_ABORTABLE = frozenset(
+    {
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.TRANSACTION_ABORTABLE,
+    }
+)
 
 # batch, base offset, log append time (-1: CreateTime), error (None: delivered)
 BatchDone = Callable[[ProducerBatch, int, int, BaseException | None], None]
@@ -69,6 +87,7 @@ class SenderConfig:
     delivery_timeout_ms: int = 120_000
     max_in_flight: int = 5
     max_request_size: int = 1_048_576
+    transactional_id: str | None = None
 
 
 class Sender:
@@ -86,12 +105,14 @@ class Sender:
         self._idem = idempotence
         self._on_done = on_done
         self.metrics: ProducerMetrics | None = None
+        self.txn: TransactionManager | None = None  # a transactional producer's (set by the producer)
         self._node_in_flight: dict[int, int] = {}
         self._tp_in_flight: dict[tuple[str, int], int] = {}
         self._recovering_out: set[tuple[str, int]] = set()  # partitions with a resent batch in flight
         self._in_flight_batches = 0
         self._send_order = 0
         self._closed_error: BaseException | None = None
+        self._last_poll_ms = 0
         if idempotence is not None:
             idempotence.on_new_epoch = self._renumber_queued
 
@@ -107,6 +128,7 @@ class Sender:
     # --- polling -----------------------------------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> PollResult:
+        self._last_poll_ms = now_ms
         acc = self._acc
         for batch in acc.expire(now_ms):
             self._fail(batch, self._timeout_error(batch, now_ms), now_ms)
@@ -142,6 +164,8 @@ class Sender:
 
     def _may_send(self, batch: ProducerBatch) -> bool:
         tp = batch.tp
+        if self.txn is not None and not self.txn.may_send(tp):
+            return False  # AddPartitionsToTxn first
         if tp in self._recovering_out:
             return False  # a resent batch is out: wait for its verdict before anything else of this partition
         out = self._tp_in_flight.get(tp, 0)
@@ -175,6 +199,7 @@ class Sender:
         by_id = all(i is not None for i in ids.values())
         acks = self.config.acks
         timeout = self.config.request_timeout_ms
+        tid = self.config.transactional_id
 
         def body(version: int) -> Any:
             R: Any = _PRODUCE.Request
@@ -187,7 +212,7 @@ class Sender:
                     topics.append(TD(topic_id=ids[topic], partition_data=parts))
                 else:
                     topics.append(TD(name=topic, partition_data=parts))
-            return R(transactional_id=None, acks=acks, timeout_ms=timeout, topic_data=topics)
+            return R(transactional_id=tid, acks=acks, timeout_ms=timeout, topic_data=topics)
 
         names_by_id = {i: t for t, i in ids.items() if i is not None}
         if self.metrics is not None:
@@ -266,6 +291,14 @@ class Sender:
         if code in _TOO_LARGE:
             self._fail(b, err, now_ms)
             return
+        txn = self.txn
+        if txn is not None and code in _TXN_FATAL:
+            txn.fenced(code, f"Produce to {b.topic}-{b.partition}")
+            self._fail(b, err, now_ms)
+            return
+        if txn is not None and code in _TXN_ABORTABLE:
+            self._fail(b, err, now_ms)  # the transaction must be aborted; the abort bumps the epoch
+            return
         if idem is not None and b.producer_epoch == idem.producer_epoch:
             if code == ErrorCode.UNKNOWN_PRODUCER_ID or code == ErrorCode.INVALID_PRODUCER_EPOCH:
                 idem.request_bump(f"{err.name} for {b.topic}-{b.partition}")
@@ -313,7 +346,15 @@ class Sender:
     def _done(
         self, b: ProducerBatch, base_offset: int, log_append_time: int, err: BaseException | None
     ) -> None:
+        if err is not None and self.txn is not None:
+            self.txn.batch_failed(err)
         self._on_done(b, base_offset, log_append_time, err)
+
+    def abort_queued(self, error: BaseException) -> None:
+        """A transaction aborts: its batches not sent yet fail with ``error`` (those in flight are awaited)."""
+        now = self._last_poll_ms
+        for b in self._acc.abort_all():
+            self._fail(b, error, now)
 
     def _timeout_error(self, b: ProducerBatch, now_ms: int) -> ProducerTimeoutError:
         last = f"; last error: {b.last_error}" if b.last_error is not None else ""
