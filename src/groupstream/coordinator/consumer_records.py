@@ -7,7 +7,7 @@ holds, so a restart rebuilds exactly the state the handlers saw.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, to_topic_partitions
 from groupstream.coordinator.reconcile import MemberAssignment
@@ -74,7 +74,7 @@ def target_epoch_record(group_id: str, epoch: int, now_ms: int) -> CoordinatorRe
                              TargetAssignmentMetadataValue(epoch, now_ms))  # fmt: skip
 
 
-def _with_epochs(partitions: frozenset[TopicIdPartition], epochs: dict[TopicIdPartition, int]) -> tuple[TopicPartitions, ...]:
+def _with_epochs(partitions: frozenset[TopicIdPartition], epochs: Mapping[TopicIdPartition, int]) -> tuple[TopicPartitions, ...]:
     """The record's layout, each topic's partitions with the epochs they were given at (KIP-1251)."""
     return tuple(TopicPartitions(t.topic_id, t.partitions, tuple(epochs[(t.topic_id, p)] for p in t.partitions))
                  for t in to_topic_partitions(partitions))  # fmt: skip
