@@ -3,8 +3,13 @@ transaction index (``.txnindex``), across clean and unclean reopens, truncation 
 
 from __future__ import annotations
 
+import random
 import shutil
 import struct
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -258,3 +263,97 @@ def test_compaction_drops_aborted_records_and_stops_at_the_lso(tmp_path: Path) -
     assert (b"j", b"open-old") not in values and (b"j", b"plain-5") in values  # decided: compacted as usual
     assert (b"k", b"committed-before") in values
     log.close()
+
+
+# -- kill -9 in the middle of transactions --------------------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[2], sys.argv[3]]
+    from storagekit import make_batch, small_config
+    from groupstream.protocol.records.batch_header import TRANSACTIONAL_BIT
+    from groupstream.storage import PartitionLog
+    from test_storage_transactions import schedule
+    log = PartitionLog.open(sys.argv[1], small_config(segment_bytes=3000), 0)
+    seqs = {}
+    for i, (kind, pid, n) in enumerate(schedule(int(sys.argv[4]))):
+        if kind == "data":
+            seq = seqs.get(pid, 0)
+            seqs[pid] = seq + n
+            info = log.append_checked(make_batch(payload=b"d" * 40, last_offset_delta=n - 1, producer_id=pid,
+                                                 producer_epoch=0, base_sequence=seq, attributes=TRANSACTIONAL_BIT), 0)
+        else:
+            info = log.append_marker(pid, 0, kind == "commit", 1, 0)
+        print(info.last_offset, flush=True)
+    """
+)
+
+
+def schedule(seed: int, count: int = 100_000) -> Iterator[tuple[str, int, int]]:
+    """Transactional writes of three producers, interleaved at random: ("data", pid, records) or ("commit" |
+    "abort", pid, 1); a producer's marker comes only while its transaction is open."""
+    rng = random.Random(seed)
+    open_: set[int] = set()
+    for _ in range(count):
+        pid = rng.choice((A, B, 3000))
+        if pid in open_ and rng.random() < 0.3:
+            open_.discard(pid)
+            yield ("commit" if rng.random() < 0.5 else "abort"), pid, 1
+        else:
+            open_.add(pid)
+            yield "data", pid, rng.randint(1, 3)
+
+
+def model(seed: int, log_end: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """(LSO, aborted (pid, first, marker offset)) after the schedule's ops that end below ``log_end``."""
+    offset = 0
+    first: dict[int, int] = {}
+    aborted: list[tuple[int, int, int]] = []
+    for kind, pid, n in schedule(seed):
+        if offset + n > log_end:
+            break
+        if kind == "data":
+            first.setdefault(pid, offset)
+        else:
+            start = first.pop(pid)
+            if kind == "abort":
+                aborted.append((pid, start, offset))
+        offset += n
+    assert offset == log_end, "the log ends inside an op"
+    return min(first.values(), default=log_end), aborted
+
+
+def test_kill_9_mid_transaction_rebuilds_lso_and_txnindex(tmp_path: Path) -> None:
+    seed = random.randrange(1 << 30)
+    here = Path(__file__).parent
+    src = Path(__file__).parents[2] / "src"
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path / "t-0"), str(here), str(src), str(seed)],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert child.stdout is not None
+    try:
+        acked = -1
+        for _ in range(600):
+            acked = int(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+    log = PartitionLog.open(tmp_path / "t-0", small_config(segment_bytes=3000), 0)
+    try:
+        assert not log.recovery_report.clean_shutdown
+        assert log.log_end_offset > acked, f"seed {seed}"
+        assert len(log.segment_base_offsets()) > 2, f"seed {seed}"
+        lso, aborted = model(seed, log.log_end_offset)
+        assert log.last_stable_offset == lso, f"seed {seed}"
+        got = [(t.producer_id, t.first_offset, t.last_offset) for t in log.aborted_transactions(0, log.log_end_offset)]
+        assert got == aborted and aborted, f"seed {seed}"
+        on_disk = sum(p.stat().st_size for p in log.directory.glob("*.txnindex"))
+        assert on_disk == 34 * len(aborted), f"seed {seed}"
+    finally:
+        log.close()
+    reopened = PartitionLog.open(tmp_path / "t-0", small_config(segment_bytes=3000), 0)
+    assert reopened.recovery_report.producer_state == "snapshot"
+    assert reopened.last_stable_offset == lso
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in reopened.aborted_transactions(0, lso)] == [
+        a for a in aborted if a[1] < lso]  # fmt: skip
+    reopened.close()
