@@ -80,10 +80,10 @@ def broker_on_loop(data_dir: Path) -> Iterator[OnLoop]:
         loop.close()
 
 
-def txn(pid: int, seq: int, values: list[bytes]) -> bytes:
+def txn(pid: int, seq: int, values: list[bytes], ts: int | None = None) -> bytes:
     b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
     for v in values:
-        b.append(int(time.time() * 1000), None, v)
+        b.append(int(time.time() * 1000) if ts is None else ts, None, v)
     return b.build()
 
 
@@ -102,11 +102,11 @@ def values(records: bytes | None) -> list[bytes]:
     return [r.value or b"" for b in iter_record_batches(records or b"") if not b.is_control for r in b.records()]
 
 
-def latest(raw: RawClient, topic: str, isolation: int) -> int:
+def latest(raw: RawClient, topic: str, isolation: int, timestamp: int = -1) -> int:
     R = LIST_OFFSETS.Request
     T_ = R.ListOffsetsTopic
     raw.send(LIST_OFFSETS, 5, R(replica_id=-1, isolation_level=isolation, topics=[T_(name=topic, partitions=[
-        T_.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])]))  # fmt: skip
+        T_.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])]))  # fmt: skip
     part = raw.receive()[3].topics[0].partitions[0]
     assert part.error_code == 0, part
     return int(part.offset)
@@ -115,8 +115,8 @@ def latest(raw: RawClient, topic: str, isolation: int) -> int:
 def test_read_committed_fetch_stops_at_the_lso_and_names_aborted_transactions(tmp_path: Path) -> None:
     with broker_on_loop(tmp_path) as b:
         b.run(lambda: b.broker.catalog.create_topic("rc", 1, {}))
-        assert b.append("rc", txn(A, 0, [b"a0", b"a1"])) == 0
-        assert b.append("rc", txn(B, 0, [b"b0"])) == 2
+        assert b.append("rc", txn(A, 0, [b"a0", b"a1"], ts=1000)) == 0
+        assert b.append("rc", txn(B, 0, [b"b0"], ts=2000)) == 2
         assert b.marker("rc", A, commit=False) == 3
         raw = RawClient(b.broker.config.port, "rc-test")
         try:
@@ -129,6 +129,9 @@ def test_read_committed_fetch_stops_at_the_lso_and_names_aborted_transactions(tm
             assert values(uncommitted.records) == [b"a0", b"a1", b"b0"]
             assert uncommitted.last_stable_offset == 2 and uncommitted.aborted_transactions is None
             assert (latest(raw, "rc", 1), latest(raw, "rc", 0)) == (2, 4)
+            # A search by timestamp finds nothing at or past the LSO under read_committed (Kafka's rule).
+            assert (latest(raw, "rc", 1, timestamp=1500), latest(raw, "rc", 0, timestamp=1500)) == (-1, 2)
+            assert latest(raw, "rc", 1, timestamp=500) == 0
             # B's commit moves the LSO to the end; A's abort marker (3) is still in a fetch from 2, so A is
             # named (Kafka's rule), and past its marker nothing is.
             assert b.marker("rc", B, commit=True) == 4
@@ -137,6 +140,7 @@ def test_read_committed_fetch_stops_at_the_lso_and_names_aborted_transactions(tm
             assert [(t.producer_id, t.first_offset) for t in after.aborted_transactions] == [(A, 0)]
             assert fetch(raw, "rc", 4, 1).aborted_transactions == []
             assert latest(raw, "rc", 1) == 5
+            assert latest(raw, "rc", 1, timestamp=1500) == 2
         finally:
             raw.close()
 

@@ -53,8 +53,8 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 parts.append(PR(partition_index=idx, error_code=ErrorCode.KAFKA_STORAGE_ERROR, timestamp=-1,
                                 offset=-1, leader_epoch=-1))
                 continue
+            committed = request.version >= 2 and req.isolation_level == READ_COMMITTED
             if ts == LATEST:
-                committed = request.version >= 2 and req.isolation_level == READ_COMMITTED
                 offset = plog.last_stable_offset if committed else plog.log_end_offset
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 offset = plog.log_start_offset
@@ -72,7 +72,9 @@ def handle_list_offsets(broker: Broker, request: Request) -> Any:
                     parts.append(PR(partition_index=idx, error_code=ErrorCode.CORRUPT_MESSAGE, timestamp=-1,
                                     offset=-1, leader_epoch=-1))
                     continue
-                if found is not None:
+                # As Kafka answers: a record at or past the last fetchable offset (the LSO under
+                # read_committed) is not found.
+                if found is not None and not (committed and found[0] >= plog.last_stable_offset):
                     offset, timestamp = found
             parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
                             leader_epoch=0, old_style_offsets=_old_style(request.version, offset)))
