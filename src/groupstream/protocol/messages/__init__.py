@@ -51,6 +51,8 @@ _MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "describe_transactions",
+    "list_transactions",
 )
 
 APIS: dict[int, CompiledApi] = {}
