@@ -9,10 +9,13 @@ import struct
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import HealthCheck, given, settings
 from storagekit import make_batch, read_all, small_config
 
 from groupstream.protocol.records.batch import BatchBuilder, RecordBatch, iter_record_batches
@@ -357,3 +360,62 @@ def test_kill_9_mid_transaction_rebuilds_lso_and_txnindex(tmp_path: Path) -> Non
     assert [(t.producer_id, t.first_offset, t.last_offset) for t in reopened.aborted_transactions(0, lso)] == [
         a for a in aborted if a[1] < lso]  # fmt: skip
     reopened.close()
+
+
+# -- a property: whatever the appends, truncations and restarts, the log agrees with a model -------------------
+
+
+def replay_model(ops: list[tuple[str, int, int, int]]) -> tuple[int, list[tuple[int, int, int]]]:
+    """(first unstable offset or None as -1, aborted (pid, first, marker offset)) of ``ops`` = (kind, pid,
+    base offset, records), in log order."""
+    first: dict[int, int] = {}
+    aborted: list[tuple[int, int, int]] = []
+    for kind, pid, base, _ in ops:
+        if kind == "data":
+            first.setdefault(pid, base)
+        else:
+            start = first.pop(pid, None)
+            if kind == "abort" and start is not None:
+                aborted.append((pid, start, base))
+    return min(first.values(), default=-1), aborted
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["data", "data", "commit", "abort", "truncate", "reopen", "crash"]),
+                                st.sampled_from([A, B]), st.integers(1, 3)), min_size=1, max_size=40))  # fmt: skip
+def test_log_agrees_with_a_model_through_truncations_and_restarts(tmp_path: Path, steps: list[tuple[str, int, int]]) -> None:
+    config = small_config(segment_bytes=250)
+    base = tmp_path / uuid.uuid4().hex  # one directory per example (hypothesis seeds random)
+    log = PartitionLog.open(base / "t-0", config, 0)
+    applied: list[tuple[str, int, int, int]] = []
+    generation = 0
+    try:
+        for kind, pid, n in steps:
+            if kind == "data":
+                seq = sum(k for kk, p, _, k in applied if kk == "data" and p == pid)
+                info = log.append_checked(txn_batch(pid, seq, n=n), 1)
+                assert not isinstance(info, (InvalidEpoch, StaleCoordinator)) and hasattr(info, "base_offset"), info
+                applied.append((kind, pid, info.base_offset, n))  # type: ignore[union-attr]
+            elif kind in ("commit", "abort"):
+                applied.append((kind, pid, log.append_marker(pid, 0, kind == "commit", 1, 1).base_offset, 1))
+            elif kind == "truncate" and applied:
+                cut = applied[n % len(applied)][2]
+                log.truncate_to(cut)
+                applied = [op for op in applied if op[2] < cut]
+            elif kind == "reopen":
+                log.close()
+                log = PartitionLog.open(log.directory, config, 0)
+            elif kind == "crash":
+                generation += 1
+                shutil.copytree(log.directory, base / str(generation) / "t-0")
+                log.close()
+                log = PartitionLog.open(base / str(generation) / "t-0", config, 0)
+            unstable, aborted = replay_model(applied)
+            end = log.log_end_offset
+            assert log.last_stable_offset == (end if unstable < 0 else unstable), (kind, applied)
+            got = [(t.producer_id, t.first_offset, t.last_offset) for t in log.aborted_transactions(0, end)]
+            assert got == aborted, (kind, applied)
+            files = sum(p.stat().st_size for p in log.directory.glob("*.txnindex"))
+            assert files == 34 * len(aborted), (kind, applied)
+    finally:
+        log.close()
