@@ -14,7 +14,8 @@ sql = "SELECT CAST(key AS STRING) AS user, value FROM source"   # the source is 
 
 [sink]
 path = "out/users"                 # a table directory; or topic = "..." to write to Kafka
-format = "parquet"                 # parquet, json, csv, orc (file sinks: exactly-once with the checkpoint)
+format = "parquet"                 # parquet, json, csv, orc (file sinks: exactly-once with the checkpoint
+                                   # for Spark readers), or delta (exactly-once for every reader of the table)
 checkpoint = "out/users.checkpoint"
 output_mode = "append"             # append, update, complete
 trigger = "5 seconds"              # or "available-now": process what is there, then stop
@@ -30,7 +31,7 @@ instances = 2                      # how many `groupstream pipeline run FILE` st
 
 With ``[region]`` (or ``--instances N`` / ``--member NAME`` on the command line) the pipeline is a consistent
 region: its instances, on this machine or elsewhere, share ``source.group_id`` (the group splits the partitions
-among them) and the Parquet table ``sink.path``, which they write through its ledger (see
+among them) and the Parquet or Delta table ``sink.path``, which they write through its ledger (see
 `groupstream.spark.region_table`), so the table holds every record exactly once across rebalances and crashes
 of instances. Each instance keeps its own Spark checkpoint, ``sink.checkpoint/<member>``. The transform must
 work record by record (select, filter, explode, UDFs): an aggregation would only see its instance's share.
@@ -63,7 +64,8 @@ __all__ = [
     "spark_settings",
 ]
 
-FILE_FORMATS = ("parquet", "json", "csv", "orc")
+FILE_FORMATS = ("parquet", "json", "csv", "orc", "delta")
+DELTA = "delta"
 OUTPUT_MODES = ("append", "update", "complete")
 AVAILABLE_NOW = "available-now"
 
@@ -154,12 +156,16 @@ def load_pipeline(path: Path) -> PipelineSpec:
     fmt = (_str(sink, "sink", "format", "parquet") or "parquet").lower()
     if sink_path is not None and fmt not in FILE_FORMATS:
         raise PipelineError(f"sink.format must be one of {', '.join(FILE_FORMATS)}, got {fmt!r}")
+    if fmt == DELTA and sink_path is None:
+        raise PipelineError("sink.format = \"delta\" writes a table: give sink.path")
     checkpoint = _str(sink, "sink", "checkpoint")
     if checkpoint is None:
         raise PipelineError("sink.checkpoint is required (where Spark keeps the query's progress)")
     mode = (_str(sink, "sink", "output_mode", "append") or "append").lower()
     if mode not in OUTPUT_MODES:
         raise PipelineError(f"sink.output_mode must be one of {', '.join(OUTPUT_MODES)}, got {mode!r}")
+    if fmt == DELTA and mode != "append":
+        raise PipelineError(f"a Delta sink appends: sink.output_mode must be \"append\", got {mode!r}")
     trigger = _str(sink, "sink", "trigger", "5 seconds") or "5 seconds"
     region = _table(doc, "region", required=False)
     _check_keys(region, "region", {"instances"})
@@ -274,8 +280,9 @@ def check_region(group_id: str | None, sink_path: str | Path | None, fmt: str) -
     """What running as a region needs of the pipeline."""
     if group_id is None:
         raise PipelineError("a region needs source.group_id: the group its instances share")
-    if sink_path is None or fmt != "parquet":
-        raise PipelineError("a region writes a Parquet table: give sink.path with sink.format = \"parquet\"")
+    if sink_path is None or fmt not in ("parquet", DELTA):
+        raise PipelineError("a region writes a Parquet or Delta table: give sink.path with sink.format = "
+                            "\"parquet\" or \"delta\"")
 
 
 def _python_transform(ref: str, base: Path) -> Callable[[Any], Any]:
@@ -330,10 +337,15 @@ def build_query(
         from groupstream.spark.region_table import RegionTable
 
         assert spec.sink_path is not None
-        writer = writer.foreachBatch(RegionTable(spec.sink_path, member, on_event))
+        writer = writer.foreachBatch(RegionTable(spec.sink_path, member, on_event, delta=spec.sink_format == DELTA))
     elif spec.sink_topic is not None:
         writer = writer.format("groupstream").option("kafka.bootstrap.servers", bootstrap).option(
             "topic", spec.sink_topic)  # fmt: skip
+    elif spec.sink_format == DELTA:
+        from groupstream.spark.delta_table import DeltaBatchSink
+
+        assert spec.sink_path is not None
+        writer = writer.foreachBatch(DeltaBatchSink(spec.sink_path, checkpoint))
     else:
         writer = writer.format(spec.sink_format).option("path", str(spec.sink_path))
     if spec.trigger == AVAILABLE_NOW:

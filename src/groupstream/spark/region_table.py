@@ -20,9 +20,12 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupstream.region.ledger import OffsetLedger, PublishRejected
+
+if TYPE_CHECKING:
+    from groupstream.spark.delta_table import DeltaRegionPublisher
 
 __all__ = ["PLANS_DIR", "BatchPlan", "RegionTable", "read_plan", "write_plan"]
 
@@ -87,14 +90,25 @@ class RegionTable:
     """``foreachBatch`` function that writes a region member's batches to the shared table."""
 
     def __init__(
-        self, path: Path | str, member: str, on_event: Callable[[str, dict[str, Any]], None] | None = None
+        self,
+        path: Path | str,
+        member: str,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        delta: bool = False,
     ) -> None:
         """``on_event(event, fields)`` hears of every batch: ``published`` (ledger entry, ranges, files) or
-        ``dropped`` (the stale ranges)."""
+        ``dropped`` (the stale ranges). With ``delta`` the table is also a Delta table: every published entry
+        is committed to its Delta log (see `groupstream.spark.delta_table`)."""
         self.ledger = OffsetLedger(path)
         self.member = member
         self._on_event = on_event
         self.ledger.recover(member)
+        self._delta: DeltaRegionPublisher | None = None
+        if delta:
+            from groupstream.spark.delta_table import DeltaRegionPublisher
+
+            self._delta = DeltaRegionPublisher(path)
+            self._delta.catch_up()  # entries a member that died published to the ledger only
         self.published = 0
         self.rejected = 0
 
@@ -110,6 +124,11 @@ class RegionTable:
             self._rejected(batch_id, PublishRejected(conflicts))
             return
         staging = self.ledger.staging_path(self.member, plan.key)
+        if self._delta is not None:
+            from groupstream.spark.delta_table import SPARK_DELTA_CONF
+
+            for key, value in SPARK_DELTA_CONF.items():
+                df.sparkSession.conf.set(key, value)
         try:
             df.write.mode("overwrite").parquet(str(staging))
         except Exception as e:
@@ -135,12 +154,16 @@ class RegionTable:
             self._rejected(batch_id, e)
             return
         self.published += 1
+        if self._delta is not None:
+            self._delta.catch_up()
         log.info("region member %s: batch %d published as ledger entry %d (%d files)", self.member, batch_id,
                  entry.seq, len(files))  # fmt: skip
         self._event("published", batch=batch_id, seq=entry.seq, files=len(files), ranges=_rows(plan.ranges))
 
     def _rejected(self, batch_id: int, error: PublishRejected) -> None:
         self.rejected += 1
+        if self._delta is not None:
+            self._delta.catch_up()  # the winner may have died between its ledger entry and its Delta commit
         log.warning("region member %s: batch %d dropped, %s; resetting to the ledger", self.member, batch_id, error)
         stale = {tp: (s, 0 if e is None else e) for tp, (s, e) in error.conflicts.items()}
         self._event("dropped", batch=batch_id, stale=_rows(stale))
