@@ -142,9 +142,11 @@ def _load_txn_files(segments: list[Segment], expected: int) -> AbortedTxnIndex |
     return AbortedTxnIndex(entries)
 
 
-def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: RecoveryReport) -> None:
-    """Make every segment's .txnindex match the rebuilt index (not synced: only a clean close's count makes
-    them trusted). A file the disk refuses is left to the next open, which rebuilds it again."""
+def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: RecoveryReport) -> set[int]:
+    """Make every segment's .txnindex match the rebuilt index (not synced here: the clean close syncs them
+    before its snapshot counts them); returns the segments written, and -1 if the disk refused one (the
+    next open then rebuilds them again)."""
+    written: set[int] = set()
     for i, seg in enumerate(segments):
         entries = index.in_range(seg.base_offset, _segment_end(segments, i))
         existed = seg.txn_index_path.exists()
@@ -152,12 +154,15 @@ def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: Re
             continue
         try:
             write_entries(seg.txn_index_path, entries)
+            written.add(seg.base_offset)
         except OSError as exc:
             report.events.append(f"cannot rewrite {seg.txn_index_path.name}: {exc.strerror or exc}")
+            written.add(-1)
             continue
         if entries:
             report.events.append(f"rebuilt {seg.txn_index_path.name} from the log's transaction markers "
                                  f"({len(entries)} aborted transactions)")  # fmt: skip
+    return written
 
 
 class PartitionLog:
@@ -224,6 +229,7 @@ class PartitionLog:
         log_end = segments[-1].next_offset
         log_start = min(max(saved_start, segments[0].base_offset), log_end)
         rewrite_txn_files = True
+        txn_files_written: set[int] = set()
         if not clean:
             report.producer_state = "scanned with the log's recovery"
         else:
@@ -246,13 +252,14 @@ class PartitionLog:
                         replay(seg.log_fd, pos, h)
         state.truncate_head(log_start)
         if rewrite_txn_files:
-            _write_txn_files(segments, aborted, report)
+            txn_files_written = _write_txn_files(segments, aborted, report)
         flushed = log_end if clean else min(recovery_point, log_end)
         remove_snapshot(path)  # made durable with the marker's removal, which syncs the directory
         remove_clean_marker(path)
         if not segments[-1].is_empty and now_ms is not None:
             segments[-1].rolling_base_ms = now_ms
         opened = cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state, aborted)
+        opened._txn_files_dirty |= txn_files_written
         opened._log_recovery(time.monotonic() - began)
         return opened
 
