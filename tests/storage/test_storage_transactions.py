@@ -419,3 +419,20 @@ def test_log_agrees_with_a_model_through_truncations_and_restarts(tmp_path: Path
             assert files == 34 * len(aborted), (kind, applied)
     finally:
         log.close()
+
+
+def test_a_transactional_batch_appended_unchecked_opens_its_transaction_as_recovery_would(tmp_path: Path) -> None:
+    """The coordinators append their records without the idempotence check (``append``); a transactional one
+    (an offset commit inside a transaction) still holds the LSO back, live as after a crash."""
+    log = PartitionLog.open(tmp_path / "t-0", small_config(), 0)
+    log.append(plain(), 1)
+    log.append(txn_batch(A, 0), 1)  # 1
+    assert log.last_stable_offset == 1
+    shutil.copytree(log.directory, tmp_path / "crash" / "t-0")
+    log.append_marker(A, 0, commit=False, coordinator_epoch=1, now_ms=1)
+    assert log.aborted_transactions(0, 3) == [AbortedTxn(A, 1, 2, 3)]
+    crashed = PartitionLog.open(tmp_path / "crash" / "t-0", small_config(), 0)
+    assert crashed.last_stable_offset == 1
+    assert crashed.producer_state.ongoing_transactions == {A: 1}
+    crashed.close()
+    log.close()

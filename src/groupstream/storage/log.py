@@ -21,7 +21,13 @@ from pathlib import Path
 
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch import build_control_batch, iter_record_batches
-from groupstream.protocol.records.batch_header import BatchHeader, iter_batches, patch_base_offset
+from groupstream.protocol.records.batch_header import (
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    iter_batches,
+    patch_base_offset,
+)
 from groupstream.protocol.records.record import ControlType, EndTxnMarker
 from groupstream.storage.checkpoint import (
     LOG_START_OFFSET_FILE,
@@ -72,6 +78,7 @@ from groupstream.storage.txn_index import (
 log = logging.getLogger("groupstream.storage")
 
 NO_TIMESTAMP = -1
+TXN_DATA_MASK = TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 def read_marker(fd: int, position: int, h: BatchHeader) -> EndTxnMarker | None:
@@ -390,6 +397,7 @@ class PartitionLog:
         max_message = config.max_message_bytes
         base_offset = next_offset = self._log_end
         placements: list[BatchPlacement] = []
+        txn_starts: list[tuple[int, int]] = []
         try:
             for pos, h in iter_batches(batches, validate_crc=False):
                 size = h.size
@@ -404,6 +412,8 @@ class PartitionLog:
                     max_ts = now_ms
                 last = next_offset + h.last_offset_delta
                 placements.append((pos, last, max_ts, size))
+                if h.attributes & TXN_DATA_MASK == TRANSACTIONAL_BIT:
+                    txn_starts.append((h.producer_id, next_offset))
                 next_offset = last + 1
         except PeerProtocolError as exc:
             raise CorruptBatchError(str(exc)) from exc
@@ -421,6 +431,8 @@ class PartitionLog:
         active.append(batches, placements, now_ms)
         with self._lock:
             self._log_end = next_offset
+        for producer_id, first in txn_starts:  # a transactional batch in the log opens its transaction
+            self.producer_state.update_txn(producer_id, first)
         return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, self._log_start)
 
     def append_checked(
