@@ -227,6 +227,14 @@ def _metadata_holds(held: tuple[TopicMetadata, ...], names: Set[str], topics: To
     return True
 
 
+def _topic_ids(md: MemberMetadataValue, regexes: Mapping[str, tuple[str, ...]], topics: TopicCatalogView) -> set[Any]:
+    """Ids of the existing topics the member subscribes to, by name or through its regular expression."""
+    names = md.subscribed_topics
+    if md.subscribed_regex:
+        names = (*names, *regexes.get(md.subscribed_regex, ()))
+    return {topic_id for topic_id in map(topics.topic_id, names) if topic_id is not None}
+
+
 def _may_assign(group: ConsumerGroup, now_ms: int, interval_ms: int) -> bool:
     """Kafka's ``canComputeNextTargetAssignment`` (KIP-1263): at most one new target assignment per interval,
     so that members arriving together cost one computation instead of one each. A group that never computed
@@ -444,7 +452,8 @@ class ConsumerMembership:
             return member_id if owner is not None and owner == replaced_id else owner
 
         current = member.assignment
-        updated = reconcile(current, target_epoch, target, owned, owner_of, epoch)
+        subscribed_ids = _topic_ids(md, change.regexes, topics)
+        updated = reconcile(current, target_epoch, target, owned, owner_of, epoch, subscribed_ids.__contains__)
         if is_new or updated != current:
             records.append(current_assignment_record(group_id, updated))
         rebalance_key = consumer_rebalance_key(group_id, member_id)

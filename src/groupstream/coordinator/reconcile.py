@@ -91,18 +91,58 @@ def reconcile(
     owned: Set[Partition] | None,
     owner_of: Callable[[Partition], str | None],
     reported_epoch: int | None = None,
+    subscribed: Callable[[uuid.UUID], bool] | None = None,
 ) -> MemberAssignment:
     """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
     pending revocation stays pending and any partition to revoke is taken to be still owned);
-    ``reported_epoch`` is the epoch that heartbeat was sent at (see `_still_acquiring`)."""
+    ``reported_epoch`` is the epoch that heartbeat was sent at (see `_still_acquiring`); ``subscribed``
+    says whether the member subscribes to a topic id (None: to every topic of its target).
+
+    A member keeps no partition of a topic it no longer subscribes to, whatever the target says: those
+    move to pending revocation at once, even while the group's next target assignment is still to come
+    (Kafka's KAFKA-19431 subscription consistency), and the target's partitions of such topics are not
+    given to it."""
+    gone = frozenset() if subscribed is None else _of_other_topics(member.assigned, subscribed)
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or owned & member.pending_revocation:
-            return member  # still waiting for the member to give them up
+            # still waiting for the member to give them up (and for more, if it unsubscribed meanwhile)
+            return _revoke_now(member, gone, owned, reported_epoch) if gone else member
         member = MemberAssignment(member.member_id, member.epoch, member.previous_epoch, member.state,
                                   member.assigned, frozenset(), epochs_for(member, member.assigned, member.epoch))  # fmt: skip
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
-        return member
+        return _revoke_now(member, gone, owned, reported_epoch) if gone else member
+    if subscribed is not None:
+        target = frozenset(target) - _of_other_topics(target, subscribed)
     return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch)
+
+
+def _of_other_topics(partitions: Set[Partition], subscribed: Callable[[uuid.UUID], bool]) -> frozenset[Partition]:
+    """The partitions of topics ``subscribed`` says no to (asked once per run of one topic's partitions)."""
+    out = []
+    last: uuid.UUID | None = None
+    keep = True
+    for p in partitions:
+        topic = p[0]
+        if topic is not last:
+            last, keep = topic, subscribed(topic)
+        if not keep:
+            out.append(p)
+    return frozenset(out)
+
+
+def _revoke_now(
+    member: MemberAssignment, gone: frozenset[Partition], owned: Set[Partition] | None, reported_epoch: int | None
+) -> MemberAssignment:
+    """``gone`` (assigned partitions of topics no longer subscribed to) leaves the assignment at the member's
+    epoch, as Kafka's updateCurrentAssignment does (which also sets the previous epoch to the current one):
+    pending revocation while the member may still own any partition pending, otherwise simply dropped."""
+    keep = member.assigned - gone
+    pending = member.pending_revocation | gone
+    if owned is None or not pending.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch):
+        return MemberAssignment(member.member_id, member.epoch, member.epoch, MemberState.UNREVOKED_PARTITIONS,
+                                keep, pending, epochs_for(member, keep | pending, member.epoch))  # fmt: skip
+    return MemberAssignment(member.member_id, member.epoch, member.epoch, member.state, keep,
+                            partition_epochs=epochs_for(member, keep, member.epoch))  # fmt: skip
 
 
 def _still_acquiring(member: MemberAssignment, owned: Set[Partition], reported_epoch: int | None) -> bool:
