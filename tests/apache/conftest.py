@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 _TESTS = Path(__file__).resolve().parent.parent
-for _shared in (_TESTS / "compat" / "groups", _TESTS / "client" / "consumer", _TESTS / "cli"):
+for _shared in (_TESTS / "compat" / "groups", _TESTS / "client" / "consumer", _TESTS / "cli",
+                _TESTS / "client" / "transactions"):  # fmt: skip
     if str(_shared) not in sys.path:
         sys.path.insert(0, str(_shared))
 
