@@ -6,6 +6,7 @@ Consumer consumes in a group; a wrong password is refused with Apache Kafka's ow
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from secure_broker import our_clients_round_trip
 from tls_pki import PASSWORD as STORE_PASSWORD
 from tls_pki import Pki
 
-from groupstream.client.admin import Admin
+from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.errors import KafkaError
 from groupstream.protocol.error_codes import ErrorCode
 from support.apache_kafka import ApacheKafkaCluster
@@ -98,3 +99,58 @@ def test_wrong_password_is_refused_with_kafkas_message(kafka: SaslCluster) -> No
         Admin(kafka.conf("SCRAM-SHA-256", **{"sasl.password": "wrong"}))
     assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert f"authentication failed for user {USER} with SCRAM-SHA-256: Authentication failed" in str(info.value)
+
+
+# --- the Spark sink and source with kafka.-prefixed security options ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    """Spark local[2] with the settings of tests/spark/conftest.py's session, left running on purpose: a later
+    ``getOrCreate`` there gets this session back, so the JVM starts once per test run."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("groupstream-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def test_spark_sink_and_source_over_sasl_ssl(kafka: SaslCluster, spark: Any) -> None:
+    """The options a Spark user copies from Kafka's documentation (``kafka.security.protocol``,
+    ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location`` with a PKCS12 truststore) reach the sink's
+    producers and the source's consumers on the executors; without them the read is refused."""
+    topic = f"spark-sasl-{uuid.uuid4().hex[:8]}"
+    with Admin(kafka.conf("SCRAM-SHA-512")) as admin:
+        admin.create_topics([NewTopic(topic, 2)])
+    options = {
+        "kafka.bootstrap.servers": f"{HOST}:{kafka.sasl_port}",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.truststore.location": str(kafka.pki.ca_p12),
+        "kafka.ssl.truststore.type": "PKCS12",
+        "kafka.ssl.truststore.password": STORE_PASSWORD,
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": f"org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                  f'username="{USER}" password="{PASSWORD}";',
+    }  # fmt: skip
+    rows = [(f"k{i}", f"v{i}", i % 2) for i in range(200)]
+    writer = spark.createDataFrame(rows, "key string, value string, partition int").write.format("groupstream")
+    writer.options(**options).option("topic", topic).mode("append").save()
+    back = spark.read.format("groupstream").options(**options).option("subscribe", topic).load().collect()
+    assert sorted((bytes(r.key).decode(), bytes(r.value).decode(), r.partition) for r in back) == sorted(rows)
+    wrong = {**options, "kafka.sasl.jaas.config": options["kafka.sasl.jaas.config"].replace(PASSWORD, "wrong")}
+    with pytest.raises(Exception, match="authentication failed for user alice with SCRAM-SHA-512"):
+        spark.read.format("groupstream").options(**wrong).option("subscribe", topic).load().collect()

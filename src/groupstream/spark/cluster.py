@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from groupstream.client.admin import Admin
 from groupstream.client.errors import KafkaError
 from groupstream.client.metadata import TopicDescription
+from groupstream.client.net.security import SECURITY_PROPERTIES
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.dataloss import ClusterView, error_text
 from groupstream.spark.options import SourceOptionError, SourceOptions
@@ -19,8 +20,9 @@ from groupstream.spark.planning import TopicPartition
 
 __all__ = ["ADMIN_KEYS", "Cluster", "DataLossError", "topic_id"]
 
-# The client settings of the source options the driver's Admin takes (it keeps no idle connections to expire).
-ADMIN_KEYS = ("client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms")
+# The client settings of the source options the driver's Admin takes (it keeps no idle connections to expire),
+# with the security ones, which it needs to reach a secured cluster at all.
+ADMIN_KEYS = ("client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms", *SECURITY_PROPERTIES)
 
 
 class DataLossError(RuntimeError):

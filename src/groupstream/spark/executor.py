@@ -29,6 +29,7 @@ from groupstream.client.consumer.consumer import Consumer
 from groupstream.client.consumer.errors import OffsetOutOfRangeError
 from groupstream.client.errors import KafkaError
 from groupstream.client.metadata import TopicDescription
+from groupstream.client.net.security import SECURITY_PROPERTIES
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.client_cache import ClientCache, close_at_exit
 from groupstream.spark.cluster import DataLossError, topic_id
@@ -51,10 +52,10 @@ _PASSED_ON = frozenset({
     "client.id", "request.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
     "socket.connection.setup.timeout.ms", "metadata.max.age.ms", "retry.backoff.ms", "retry.backoff.max.ms",
     "receive.message.max.bytes", "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms",
-    "max.partition.fetch.bytes", "check.crcs", "default.api.timeout.ms",
+    "max.partition.fetch.bytes", "check.crcs", "default.api.timeout.ms", *SECURITY_PROPERTIES,
 })  # fmt: skip
-"""The ``kafka.`` options a task's consumer takes; the rest (group, commits, resets, deserializers) are the
-source's business, as in Spark's Kafka source."""
+"""The ``kafka.`` options a task's consumer takes (the security ones among them); the rest (group, commits,
+resets, deserializers) are the source's business, as in Spark's Kafka source."""
 
 log = logging.getLogger("groupstream.spark")
 

@@ -17,6 +17,7 @@ import queue
 import threading
 from collections.abc import Mapping
 
+from groupstream.client.net.security import SECURITY_PROPERTIES
 from groupstream.spark.options import SourceOptions
 
 __all__ = ["GroupMembership"]
@@ -29,9 +30,10 @@ _POLL_TIMEOUT_S = 0.2
 _CLIENT_PROPERTIES_KEPT = {
     "group.protocol", "group.instance.id", "group.remote.assignor", "partition.assignment.strategy",
     "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "request.timeout.ms",
-    "security.protocol", "client.rack", "metadata.max.age.ms",
+    "client.rack", "metadata.max.age.ms", *SECURITY_PROPERTIES,
 }  # fmt: skip
-"""Of the source's ``kafka.*`` options, those that shape the membership (fetch sizes do not: it never fetches)."""
+"""Of the source's ``kafka.*`` options, those that shape the membership (fetch sizes do not: it never fetches),
+and those it needs to reach a secured cluster."""
 
 
 class GroupMembership:
