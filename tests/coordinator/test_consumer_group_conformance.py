@@ -9,9 +9,19 @@ from consumer_group_kit import Member, heartbeat, settle
 from coordinator_harness import GROUP, Harness, StaticTopics, topic_id
 
 from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.consumer_admin import describe_groups_entry
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
 from groupstream.coordinator.reconcile import MemberState
+from groupstream.protocol.consumer_group_records import (
+    CurrentMemberAssignmentValue,
+    MemberMetadataValue,
+    PartitionMetadataValue,
+    TopicMetadata,
+    TopicPartitions,
+)
+from groupstream.protocol.consumer_protocol import decode_assignment
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
 
 E = ErrorCode
 S = ConsumerGroupState
@@ -88,3 +98,22 @@ def test_a_rebalance_timeout_of_an_older_epoch_fences_nobody() -> None:
     h.advance(5_000)  # past the first revocation's timeout
     assert "a" in group(h).members
     assert heartbeat(h, "a", answer.member_epoch, owned=set()).error_code == E.NONE
+
+
+def test_classic_describe_names_assigned_topics_missing_from_the_partition_metadata() -> None:
+    """DescribeGroups (the classic API) on a consumer group encodes each member's assignment by topic name;
+    a topic the group's partition metadata does not list is named from the broker's topics, as Kafka names
+    it from its metadata image, instead of being left out."""
+    h = Harness()
+    t, u = topic_id("t"), topic_id("u")
+    g = ConsumerGroup(GROUP)
+    g.apply_epoch(3, 0)
+    g.apply_partition_metadata(PartitionMetadataValue(3, (TopicMetadata(t, "t", 4),)))
+    g.apply_member_metadata("a", MemberMetadataValue(None, None, "c", "/h", ("t",), None, 30_000, None))
+    g.apply_current_assignment("a", CurrentMemberAssignmentValue(
+        3, 2, 0, (TopicPartitions(t, (0, 1)), TopicPartitions(u, (1,))), ()))  # fmt: skip
+    G = by_name("DescribeGroups").Response.DescribedGroup
+    (member,) = describe_groups_entry(g, G, h.topics).members
+    assert decode_assignment(member.member_assignment).partitions == (("t", 0), ("t", 1), ("u", 1))
+    (member,) = describe_groups_entry(g, G).members  # without the broker's topics: what the group knows
+    assert decode_assignment(member.member_assignment).partitions == (("t", 0), ("t", 1))

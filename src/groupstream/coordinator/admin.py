@@ -7,7 +7,7 @@ from groupstream.coordinator.consumer_admin import CONSUMER_GROUP_TYPE, describe
 from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.records import group_tombstone, offset_tombstone
-from groupstream.coordinator.request import ShardRequest
+from groupstream.coordinator.request import ShardRequest, TopicsView
 from groupstream.coordinator.responses import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from groupstream.protocol.error_codes import ErrorCode
 
@@ -21,7 +21,7 @@ _NOT_FOUND_FROM = 6  # DescribeGroups answers GROUP_ID_NOT_FOUND for unknown gro
 
 
 class GroupAdmin:
-    def describe(self, op: Op, req: ShardRequest) -> None:
+    def describe(self, op: Op, req: ShardRequest, topics: TopicsView | None = None) -> None:
         R = DESCRIBE_GROUPS.Response
         G = R.DescribedGroup
         described = []
@@ -29,7 +29,7 @@ class GroupAdmin:
             group_id = str(raw)
             consumer_group = op.ctx.consumer_groups.get(group_id)
             if consumer_group is not None:
-                described.append(describe_groups_entry(consumer_group, G))
+                described.append(describe_groups_entry(consumer_group, G, topics))
                 continue
             group = op.ctx.groups.get(group_id)
             if group is None or group.state is _S.DEAD:

@@ -18,7 +18,7 @@ from typing import Any
 
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView
+from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView, has_topic_ids
 from groupstream.coordinator.responses import (
     HEARTBEAT,
     JOIN_GROUP,
@@ -61,13 +61,28 @@ def _names(group: ConsumerGroup) -> dict[Any, str]:
     return {} if group.partition_metadata is None else {t.topic_id: t.name for t in group.partition_metadata.topics}
 
 
-def _named(group: ConsumerGroup, partitions: frozenset[TopicIdPartition]) -> tuple[tuple[str, int], ...]:
+def _named(
+    group: ConsumerGroup, partitions: frozenset[TopicIdPartition], topics: TopicsView | None
+) -> tuple[tuple[str, int], ...]:
+    """Partitions by topic name. The group's partition metadata names only the existing topics subscribed to
+    now; a topic it does not list is named from the broker's topics (``topics``), as Kafka names every topic
+    from its metadata image; a topic deleted since has no name and is left out."""
     names = _names(group)
-    return tuple(sorted((names[t], p) for t, p in partitions if t in names))
+    out = []
+    for t, p in partitions:
+        name = names.get(t)
+        if name is None and topics is not None and has_topic_ids(topics):
+            name = topics.topic_name(t)
+            if name is not None:
+                names[t] = name
+        if name is not None:
+            out.append((name, p))
+    return tuple(sorted(out))
 
 
-def describe_groups_entry(group: ConsumerGroup, G: Any) -> Any:
-    """The group as DescribeGroups reports it (``G`` is the response's DescribedGroup type)."""
+def describe_groups_entry(group: ConsumerGroup, G: Any, topics: TopicsView | None = None) -> Any:
+    """The group as DescribeGroups reports it (``G`` is the response's DescribedGroup type); ``topics``
+    names the topics missing from the group's partition metadata."""
     return G(
         error_code=0,
         group_id=group.group_id,
@@ -81,7 +96,7 @@ def describe_groups_entry(group: ConsumerGroup, G: Any) -> Any:
                 client_id=m.metadata.client_id,
                 client_host=m.metadata.client_host,
                 member_metadata=encode_subscription(ConsumerSubscription(topics=m.metadata.subscribed_topics), 0),
-                member_assignment=encode_assignment(ConsumerAssignment(_named(group, m.assignment.assigned))),
+                member_assignment=encode_assignment(ConsumerAssignment(_named(group, m.assignment.assigned, topics))),
             )
             for m in sorted(group, key=lambda m: m.member_id)
         ],

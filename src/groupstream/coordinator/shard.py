@@ -187,7 +187,7 @@ class GroupCoordinatorShard:
         elif key == DELETE_GROUPS:
             self._admin.delete(op, request)
         elif key == DESCRIBE_GROUPS:
-            self._admin.describe(op, request)
+            self._admin.describe(op, request, metadata)
         elif key == LIST_GROUPS:
             self._admin.list(op, request)
         else:
