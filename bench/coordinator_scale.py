@@ -7,8 +7,10 @@ For each protocol and assignor a fresh shard is driven as the broker's coordinat
 ``handle`` (or ``on_timer``), then every record of the result encoded for the log and replayed. *Coordinator
 time* is exactly that, as CPU time of this process (the machine may be shared): what the broker's event loop
 spends on a request. Decoding the request and encoding the response (the network layer) and the log append
-itself are not counted. The clock is manual: timers fire only when the bench moves it, which it does only when
-every member is waiting (the classic initial rebalance delay), so no session expires.
+itself are not counted. The clock is manual: timers fire only when the bench moves it, which it does when every
+member is waiting (the classic initial rebalance delay) and, for the ``consumer`` protocol, by one heartbeat
+interval before each round (members heartbeat once per interval; the group's assignment interval,
+``group.consumer.assignment.interval.ms``, runs out on the way), so no session expires.
 
 Members are well-behaved clients and react at once to every answer, one request at a time (run to
 completion); otherwise each member acts once per *round* (its heartbeat), round-robin:

@@ -300,10 +300,13 @@ def consumer_group(rt: Runtime) -> ConsumerGroup:
 
 
 def consumer_settle(rt: Runtime, members: Sequence[ConsumerMember]) -> Settle:
-    """Heartbeat round-robin until Stable with every partition owned exactly once."""
+    """Heartbeat round-robin until Stable with every partition owned exactly once. A round is one heartbeat
+    interval on the clock, as members heartbeat once per interval: the group's assignment interval
+    (``group.consumer.assignment.interval.ms``) runs out on the way."""
     start, calls = rt.busy, rt.calls
     everything = rt.catalog.id_partitions()
     for rounds in range(1, MAX_ROUNDS + 1):
+        rt.advance_to(rt.now + rt.config.consumer_heartbeat_interval_ms)
         for m in members:
             consumer_turn(rt, m)
         if consumer_group(rt).state is ConsumerGroupState.STABLE and owned_exactly_once(
