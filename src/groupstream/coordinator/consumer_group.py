@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
-from groupstream.coordinator.reconcile import MemberAssignment, MemberState
+from groupstream.coordinator.reconcile import NO_EPOCHS, NO_PARTITIONS, MemberAssignment, MemberState
 from groupstream.protocol.consumer_group_records import (
     CurrentMemberAssignmentValue,
     MemberMetadataValue,
@@ -134,7 +134,7 @@ class ConsumerMember:
     assignment: MemberAssignment = field(init=False)
 
     def __post_init__(self) -> None:
-        self.assignment = MemberAssignment(self.member_id, 0, 0, MemberState.STABLE, frozenset())
+        self.assignment = MemberAssignment(self.member_id, 0, 0, MemberState.STABLE, NO_PARTITIONS)
 
     @property
     def epoch(self) -> int:
@@ -281,7 +281,11 @@ class ConsumerGroup:
         if value is None:
             self.targets.pop(member_id, None)
         else:
-            self.targets[member_id] = from_topic_partitions(value.partitions)
+            target = from_topic_partitions(value.partitions)
+            member = self.members.get(member_id)
+            if member is not None and member.assignment.assigned == target:
+                target = member.assignment.assigned  # one set (and one tuple per partition) for both
+            self.targets[member_id] = target
 
     def apply_target_epoch(self, epoch: int, timestamp_ms: int = 0) -> None:
         self.assignment_epoch = epoch
@@ -297,12 +301,24 @@ class ConsumerGroup:
         self._release(member)
         self._count(member.assignment, -1)
         if value is None:
-            member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, frozenset())
+            member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, NO_PARTITIONS)
         else:
+            assigned = from_topic_partitions(value.assigned)
+            pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
+            # Only the epochs that differ from the member's own are kept: a missing one means exactly that
+            # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
+            own = max(value.member_epoch, 0)
+            epochs = {p: e for p, e in _partition_epochs(value.assigned + value.pending_revocation).items() if e != own}
+            target = self.targets.get(member_id)
+            if target is not None and target == assigned:
+                # A reconciled member holds its target: share the set, and key the epochs by its partitions,
+                # so that a partition is one tuple however many of the group's maps name it.
+                assigned = target
+                if epochs:
+                    epochs = {p: epochs[p] for p in target if p in epochs}
             member.assignment = MemberAssignment(
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
-                from_topic_partitions(value.assigned), from_topic_partitions(value.pending_revocation),
-                _partition_epochs(value.assigned + value.pending_revocation),
+                assigned, pending, epochs or NO_EPOCHS,
             )  # fmt: skip
             for p in member.assignment.holds():
                 self.owners[p] = member_id

@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
 
-__all__ = ["MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
+__all__ = ["NO_EPOCHS", "NO_PARTITIONS", "MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
 
 Partition = tuple[uuid.UUID, int]
 """(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
 
 
-_NO_EPOCHS: Mapping[Partition, int] = MappingProxyType({})
+NO_EPOCHS: Mapping[Partition, int] = MappingProxyType({})
+NO_PARTITIONS: frozenset[Partition] = frozenset()
+"""The one empty partition set (an empty frozenset is 216 bytes, and every member has one pending)."""
 
 
 class MemberState(IntEnum):
@@ -53,12 +55,12 @@ class MemberAssignment:
     previous_epoch: int
     state: MemberState
     assigned: frozenset[Partition]
-    pending_revocation: frozenset[Partition] = frozenset()
+    pending_revocation: frozenset[Partition] = NO_PARTITIONS
     # KIP-1251: the member epoch at which each held partition was given to the member; a held partition
     # missing here counts as given at the member's epoch. Never mutated: assignments share it. A mapping,
     # not sorted pairs: sorting pairs keyed by topic UUIDs (compared in Python) was most of the cost of a
     # member taking thousands of partitions, and equality does not need an order.
-    partition_epochs: Mapping[Partition, int] = field(default_factory=lambda: _NO_EPOCHS)
+    partition_epochs: Mapping[Partition, int] = field(default_factory=lambda: NO_EPOCHS)
 
     def holds(self) -> frozenset[Partition]:
         """What no other member may be given: assigned, or still to be revoked."""
@@ -102,13 +104,13 @@ def reconcile(
     move to pending revocation at once, even while the group's next target assignment is still to come
     (Kafka's KAFKA-19431 subscription consistency), and the target's partitions of such topics are not
     given to it."""
-    gone = frozenset() if subscribed is None else _of_other_topics(member.assigned, subscribed)
+    gone = NO_PARTITIONS if subscribed is None else _of_other_topics(member.assigned, subscribed)
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if owned is None or owned & member.pending_revocation:
             # still waiting for the member to give them up (and for more, if it unsubscribed meanwhile)
             return _revoke_now(member, gone, owned, reported_epoch) if gone else member
         member = MemberAssignment(member.member_id, member.epoch, member.previous_epoch, member.state,
-                                  member.assigned, frozenset(), epochs_for(member, member.assigned, member.epoch))  # fmt: skip
+                                  member.assigned, NO_PARTITIONS, epochs_for(member, member.assigned, member.epoch))  # fmt: skip
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
         return _revoke_now(member, gone, owned, reported_epoch) if gone else member
     if subscribed is not None:
