@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster, KafkaNode, fetch_jars
+from support.apache_kafka import ApacheBroker, ApacheKafkaCluster, ExternalKafkaCluster, KafkaNode, fetch_jars
 from support.brokers import (
     TANSU_AUTO_CREATE_PARTITIONS,
     AutoCreateBroker,
@@ -28,9 +28,8 @@ from support.brokers import (
 )
 from support.capture import CaptureProxy, canonical_api_versions
 
-MARK_FOR_KIND = {BrokerKind.GROUPSTREAM: "broker_ours", BrokerKind.TANSU: "broker_tansu"}
-APACHE = "apache"  # Apache Kafka: not a BrokerProcess kind (its fixtures are in support.apache_kafka)
-KIND_FOR_MARK: dict[str, str] = {mark: str(kind) for kind, mark in MARK_FOR_KIND.items()} | {"broker_apache": APACHE}
+MARK_FOR_KIND = {BrokerKind.GROUPSTREAM: "broker_ours", BrokerKind.TANSU: "broker_tansu", BrokerKind.APACHE: "broker_apache"}
+KIND_FOR_MARK: dict[str, str] = {mark: str(kind) for kind, mark in MARK_FOR_KIND.items()}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +78,27 @@ def broker_params() -> list[Any]:
     return [pytest.param(kind, marks=getattr(pytest.mark, MARK_FOR_KIND[kind]), id=str(kind)) for kind in BrokerKind]
 
 
+# The single Apache Kafka node that broker-parametrized tests share: auto-created topics get as many
+# partitions as our test broker gives them, and groups start at once, as they do on ours in these tests.
+APACHE_BROKER_SETTINGS = {"num.partitions": "6", "group.initial.rebalance.delay.ms": "0"}
+APACHE_AUTO_CREATE_PARTITIONS = 6
+
+
+@pytest.fixture(scope="session")
+def apache_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApacheBroker]:
+    """One Apache Kafka node for the whole session (its JVM starts once), as the ``apache`` kind of ``broker``;
+    or the ``--kafka-bootstrap`` cluster."""
+    external = _kafka_bootstrap(request.config)
+    if external:
+        yield ApacheBroker(ExternalKafkaCluster(external))
+        return
+    fetch_jars()
+    with ApacheKafkaCluster(tmp_path_factory.mktemp("apache-broker"), 1, settings=APACHE_BROKER_SETTINGS) as cluster:
+        yield ApacheBroker(cluster)
+
+
 # -- fixtures ----------------------------------------------------------------------------------------------
 
 
@@ -107,6 +127,9 @@ def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker per test module and broker kind (tests use their own topics)."""
     kind = BrokerKind(request.param)
+    if kind is BrokerKind.APACHE:
+        yield request.getfixturevalue("apache_broker")
+        return
     with BrokerProcess(kind, tmp_path_factory.mktemp(str(kind))) as b:
         yield b
 
@@ -119,6 +142,9 @@ def autocreate_broker(
     that drops the default-valued tagged fields of its ApiVersions v3 answer, which Debian's kcat
     (librdkafka 2.0.2) cannot read."""
     kind = BrokerKind(request.param)
+    if kind is BrokerKind.APACHE:
+        yield AutoCreateBroker(request.getfixturevalue("apache_broker"), APACHE_AUTO_CREATE_PARTITIONS)
+        return
     workdir = tmp_path_factory.mktemp(str(kind))
     if kind is BrokerKind.GROUPSTREAM:
         with BrokerProcess(kind, workdir, settings={"num.partitions": "6"}) as b:
@@ -180,10 +206,10 @@ def apache_node(
 # -- broker logs on failure, and per-client timings ---------------------------------------------------------
 
 
-def _brokers_of(item: pytest.Item) -> list[BrokerProcess | KafkaNode]:
-    found: list[BrokerProcess | KafkaNode] = []
+def _brokers_of(item: pytest.Item) -> list[BrokerProcess | KafkaNode | ApacheBroker]:
+    found: list[BrokerProcess | KafkaNode | ApacheBroker] = []
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, BrokerProcess):
+        if isinstance(value, BrokerProcess | ApacheBroker):
             found.append(value)
         elif isinstance(value, ApacheKafkaCluster):
             found.extend(n for n in value.nodes if n not in found)  # apache_nodes is apache_cluster too

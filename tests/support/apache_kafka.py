@@ -28,7 +28,9 @@ from typing import TypeVar
 if __name__ == "__main__":  # `make kafka-jars`: import the `support` package as pytest does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from support.brokers import HOST, free_port
+import pytest
+
+from support.brokers import HOST, BrokerKind, free_port
 from support.kafka_config import (
     CLUSTER_SETTINGS,
     JVM_OPTIONS,
@@ -313,6 +315,46 @@ class ApacheKafkaCluster:
 
     def __repr__(self) -> str:
         return f"ApacheKafkaCluster({kafka_version()}, nodes={self.nodes})"
+
+
+class ApacheBroker:
+    """A single Apache Kafka node as the broker-parametrized tests see a `BrokerProcess`: address, kind, restart
+    and log; or a ``--kafka-bootstrap`` cluster, which cannot be restarted."""
+
+    kind = BrokerKind.APACHE
+
+    def __init__(self, cluster: ApacheKafkaCluster | ExternalKafkaCluster) -> None:
+        self.cluster = cluster
+
+    @property
+    def _node(self) -> KafkaNode:
+        if not isinstance(self.cluster, ApacheKafkaCluster):
+            raise RuntimeError("a --kafka-bootstrap cluster has no node this test can control")
+        return self.cluster.nodes[0]
+
+    @property
+    def host(self) -> str:
+        return self.bootstrap.split(",")[0].rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def restart(self, *, kill: bool = False) -> ApacheBroker:
+        if not isinstance(self.cluster, ApacheKafkaCluster):
+            pytest.skip("restarts the broker: needs the node the tests start, not --kafka-bootstrap")
+        self.cluster.restart(self._node, kill=kill)
+        return self
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self._node.log_tail(lines) if isinstance(self.cluster, ApacheKafkaCluster) else ""
+
+    def __repr__(self) -> str:
+        return f"ApacheBroker({self.bootstrap})"
 
 
 @dataclass(frozen=True)

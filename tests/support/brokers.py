@@ -34,6 +34,8 @@ HOST = "127.0.0.1"
 class BrokerKind(StrEnum):
     GROUPSTREAM = "groupstream"
     TANSU = "tansu"
+    APACHE = "apache"
+    """Apache Kafka: not started by `BrokerProcess` but by `support.apache_kafka` (`ApacheBroker`)."""
 
 
 class BrokerStartError(RuntimeError):
@@ -111,6 +113,8 @@ class BrokerProcess(LoggedProcess):
         """``nofile``: run the broker with RLIMIT_NOFILE soft = hard = that many descriptors (as under
         ``ulimit -n``), for the tests of running out of descriptors."""
         self.kind = BrokerKind(kind)
+        if self.kind is BrokerKind.APACHE:
+            raise ValueError("Apache Kafka is started by support.apache_kafka (ApacheBroker), not BrokerProcess")
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()

@@ -25,16 +25,21 @@ from groupstream import Consumer, Producer
 from groupstream.assignment.types import TopicPartition
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.consumer.errors import NoOffsetForPartitionError, PartitionNotAssignedError
+from support.apache_kafka import ApacheBroker
 from support.brokers import BrokerProcess
 from support.records import Out, produce_records
 from support.waiting import wait_until
 
-BROKERS = ["groupstream_broker", "tansu_broker"]
+BROKERS = [
+    pytest.param("groupstream_broker", marks=pytest.mark.broker_ours),
+    pytest.param("tansu_broker", marks=pytest.mark.broker_tansu),
+    pytest.param("apache_broker", marks=pytest.mark.broker_apache),
+]
 
 
 @pytest.fixture(params=BROKERS)
 def bs(request: pytest.FixtureRequest) -> str:
-    broker: BrokerProcess = request.getfixturevalue(request.param)
+    broker: BrokerProcess | ApacheBroker = request.getfixturevalue(request.param)
     return broker.bootstrap
 
 

@@ -17,8 +17,9 @@ _MARKS = {BrokerKind.GROUPSTREAM: pytest.mark.broker_ours, BrokerKind.TANSU: pyt
 
 
 def broker_params() -> list[object]:
-    """One parameter per broker kind, marked like the top-level conftest marks them (so --brokers selects)."""
-    return [pytest.param(kind, marks=_MARKS[kind], id=str(kind)) for kind in BrokerKind]
+    """Ours and Tansu, marked like the top-level conftest marks them (so --brokers selects). Apache Kafka runs
+    these scenarios with our consumer in tests/apache/test_apache_groups.py, on a 3-node cluster."""
+    return [pytest.param(kind, marks=mark, id=str(kind)) for kind, mark in _MARKS.items()]
 
 
 @pytest.fixture(scope="module", params=broker_params())
