@@ -109,6 +109,8 @@ class RecordAccumulator:
         self._drain_start: dict[int, int] = {}
         self._flushes = 0
         self._closing = False
+        # a transactional producer registers a partition (AddPartitionsToTxn) while its first batch lingers
+        self.wake_on_new_partition = False
 
     # --- appending (the caller holds ``lock``) ------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class RecordAccumulator:
         dq = self._queues.get(tp)
         if dq is None:
             dq = self._queues[tp] = deque()
+            wake = wake or self.wake_on_new_partition
         dq.append(batch)
         route.open[partition] = batch
         route.outcomes[partition] = batch.outcome

@@ -138,6 +138,7 @@ class Producer(BulkPaths, TransactionalProducer):
         acc, sender, intake, idem = self._acc, self._sender, self._intake, self._idempotence
         assert sender is not None and idem is not None
         idem.transactional = True
+        acc.wake_on_new_partition = True
 
         def refuse(error: BaseException) -> None:
             with acc.lock:

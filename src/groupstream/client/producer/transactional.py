@@ -8,7 +8,6 @@ and ``retriable`` say what to do next."""
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -97,10 +96,9 @@ class TransactionalProducer(Lifecycle):
         """Send every record of the transaction (no linger), then commit it: its records become visible to
         read_committed consumers, its offsets the group's. On a `TransactionAbortableError` call
         ``abort_transaction``; on a `TransactionFatalError` close the producer."""
-        limit = self._timeout(timeout)
-        deadline = time.monotonic() + limit
-        self.flush(limit)
-        self._txn_call("commit", "commit_transaction", max(0.0, deadline - time.monotonic()))
+        # the transaction manager sends what is queued at once (no linger) and EndTxn as soon as the last batch is
+        # acknowledged, without a round trip through this thread in between
+        self._txn_call("commit", "commit_transaction", self._timeout(timeout))
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the open transaction: records not sent yet fail with `TransactionAbortedError`, and none of

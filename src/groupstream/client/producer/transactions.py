@@ -57,6 +57,7 @@ _TXN_OFFSET_COMMIT = by_name("TxnOffsetCommit")
 _END_TXN = by_name("EndTxn")
 _ADD_PARTITIONS_CLIENT_MAX = 3  # v4+ is the broker-to-coordinator batch form (KIP-890)
 _END_TXN_MAX = 4  # v5 bumps the epoch per transaction (transaction.version 2); see end_txn_max
+_CONCURRENT_BACKOFF_MS = 5
 _KEY_TXN = 1
 _KEY_GROUP = 0
 
@@ -626,6 +627,11 @@ class TransactionManager:
         self._in_flight = False
         if code in _COORDINATOR_MOVED:
             self._coordinator_lost(response.received_ms)
+            return
+        if code == E.CONCURRENT_TRANSACTIONS:
+            # the coordinator is still writing the previous transaction's markers, a matter of milliseconds: a
+            # short fixed backoff (the Java client waits 20 ms for AddPartitionsToTxn), not retry.backoff.ms
+            self._retry_at_ms = response.received_ms + _CONCURRENT_BACKOFF_MS
             return
         if code in _RETRY:
             self._backoff(response.received_ms)
