@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from txn_scenarios import (
     aborted_records_are_invisible_to_read_committed,
+    admin_and_cli_show_open_transactions,
     killed_loop_outputs_every_record_once,
     zombie_is_fenced,
 )
@@ -30,3 +31,7 @@ def test_a_zombie_producer_cannot_commit(apache_node: Cluster) -> None:
 @pytest.mark.parametrize("client", ["ours", "confluent"])
 def test_consume_transform_produce_killed_9_outputs_each_record_once(apache_node: Cluster, client: str) -> None:
     killed_loop_outputs_every_record_once(apache_node.bootstrap, unique(f"txn-loop-{client}"), client)
+
+
+def test_admin_and_cli_list_and_describe_transactions(apache_node: Cluster) -> None:
+    admin_and_cli_show_open_transactions(apache_node.bootstrap, unique("txn-admin"), unique("tid"))

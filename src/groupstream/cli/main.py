@@ -20,6 +20,7 @@ from groupstream.cli import (
     produce_cmd,
     region_cmd,
     topics_cmd,
+    transactions_cmd,
     users_cmd,
 )
 from groupstream.cli.errors import UserError
@@ -37,6 +38,7 @@ _COMMANDS = (
     demo_cmd,
     users_cmd,
     acls_cmd,
+    transactions_cmd,
     console_cmd,
 )
 

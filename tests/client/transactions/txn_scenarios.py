@@ -219,3 +219,44 @@ def killed_loop_outputs_every_record_once(
     except BaseException:
         print(explain())
         raise
+
+
+def admin_and_cli_show_open_transactions(bootstrap: str, topic: str, tid: str) -> None:
+    """An open transaction is listed Ongoing with its producer id and described with its partitions, by the
+    Admin and by ``groupstream transactions list|describe`` (json and plain); once committed it is not Ongoing."""
+    import json
+
+    from cli_runner import ok, plain_tables, user_error
+
+    make_topic(bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    try:
+        p.init_transactions(60)
+        p.begin_transaction()
+        p.produce(topic, b"x", partition=1)
+        assert p.flush(30) == 0
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            mine = [t for t in admin.list_transactions(["ongoing"]) if t.transactional_id == tid]
+            assert len(mine) == 1 and mine[0].state == "Ongoing" and mine[0].producer_id >= 0
+            d = admin.describe_transactions([tid])[tid]
+            assert (d.state, d.producer_id, d.partitions) == ("Ongoing", mine[0].producer_id, ((topic, 1),))
+            assert d.start_time_ms is not None and d.timeout_ms == 60_000
+        doc = json.loads(ok("transactions", "list", "--bootstrap-server", bootstrap, "--state", "Ongoing",
+                            "--format", "json"))  # fmt: skip
+        assert {"TRANSACTIONALID": tid, "COORDINATOR": str(mine[0].coordinator_id),
+                "PRODUCERID": str(mine[0].producer_id), "TRANSACTIONSTATE": "Ongoing"} in doc["rows"]  # fmt: skip
+        (rows,) = plain_tables(ok("transactions", "describe", "--bootstrap-server", bootstrap,
+                                  "--transactional-id", tid))  # fmt: skip
+        assert rows[0]["TRANSACTIONALID"] == tid and rows[0]["TOPICPARTITIONS"] == f"{topic}-1"
+        assert rows[0]["TRANSACTIONSTATE"] == "Ongoing"
+        p.commit_transaction(30)
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            wait_until(
+                lambda: admin.describe_transactions([tid])[tid].state == "CompleteCommit", 30, "the commit to complete"
+            )
+            assert tid not in [t.transactional_id for t in admin.list_transactions(["Ongoing"])]
+        assert "does not exist" in user_error(
+            "transactions", "describe", "--bootstrap-server", bootstrap, "--transactional-id", f"{tid}-none"
+        )
+    finally:
+        p.close()

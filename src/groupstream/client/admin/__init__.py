@@ -18,7 +18,7 @@ layer beside them, with the authorizer's own binding and filter types); `types` 
 from __future__ import annotations
 
 from groupstream.client.admin.acls import AclCalls
-from groupstream.client.admin.groups import GroupCalls
+from groupstream.client.admin.transactions import TransactionCalls, TransactionDescription, TransactionListing
 from groupstream.client.admin.types import (
     ConfigEntry,
     ConsumerGroupDescription,
@@ -51,11 +51,13 @@ __all__ = [
     "OffsetAndMetadata",
     "PartitionLag",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
     "parse_group_state",
     "parse_group_type",
     "parse_offset_spec",
 ]
 
 
-class Admin(GroupCalls, AclCalls):
+class Admin(TransactionCalls, AclCalls):
     """``Admin({"bootstrap.servers": "127.0.0.1:9092"})``; also ``Admin(bootstrap_servers=...)``. Not thread-safe."""

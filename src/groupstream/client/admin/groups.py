@@ -406,29 +406,31 @@ class GroupCalls(TopicCalls):
         """(node id, host, port) of ``group``'s coordinator, retried while it is not available."""
         return self._retrying(f"group {group!r}", lambda: self._find_coordinator(group))
 
-    def _find_coordinator(self, group: str) -> tuple[int, str, int]:
+    def _find_coordinator(self, group: str, key_type: int = _GROUP_KEY) -> tuple[int, str, int]:
+        """The coordinator of a group (``key_type`` 0) or of a transactional id (1)."""
         conn = self._conn
         version = conn.version_for("FindCoordinator")
         R: Any = by_name("FindCoordinator").Request
+        what = f"group {group!r}" if key_type == _GROUP_KEY else f"transactional id {group!r}"
         if version >= 4:
             resp = self._request(
-                conn, "FindCoordinator", R(key_type=_GROUP_KEY, coordinator_keys=[group]), version
+                conn, "FindCoordinator", R(key_type=key_type, coordinator_keys=[group]), version
             )
             found = [c for c in resp.coordinators if c.key == group]
             if not found:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_SERVER_ERROR,
                     "FindCoordinator did not answer for it",
-                    resource=f"group {group!r}",
+                    resource=what,
                 )
             c = found[0]
             code, message, node = c.error_code, c.error_message, (c.node_id, c.host, c.port)
         else:
-            resp = self._request(conn, "FindCoordinator", R(key=group, key_type=_GROUP_KEY), version)
+            resp = self._request(conn, "FindCoordinator", R(key=group, key_type=key_type), version)
             code, message, node = resp.error_code, resp.error_message, (resp.node_id, resp.host, resp.port)
         if code in _COORDINATOR_ERRORS:
             raise _Retry(code)
-        check(code, message, resource=f"group {group!r}")
+        check(code, message, resource=what)
         return node
 
     def _with_coordinator(self, group: str, call: Callable[[NodeChannel, int], _T]) -> _T:
