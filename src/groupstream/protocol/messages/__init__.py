@@ -53,6 +53,7 @@ _MODULES = (
     "delete_acls",
     "describe_transactions",
     "list_transactions",
+    "describe_producers",
 )
 
 APIS: dict[int, CompiledApi] = {}
