@@ -276,8 +276,12 @@ def test_find_coordinator_batched_keys_and_key_types(tmp_path: Path) -> None:
             (groups[0], 0, lb.broker.config.node_id, lb.port),
             (groups[1], ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1),
         ]
+        # transactions: the first lookup creates __transaction_state (COORDINATOR_NOT_AVAILABLE, as Kafka
+        # answers meanwhile), then the id's shard loads and this node coordinates it
         txn = conn.request("FindCoordinator", {"key": "tx-1", "key_type": 1}, version=3)
         assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        wait_until(lambda: conn.request("FindCoordinator", {"key": "tx-1", "key_type": 1}, version=3).error_code == 0,
+                   10, "the transaction coordinator to load")  # fmt: skip
         v0 = conn.request("FindCoordinator", {"key": groups[0]}, version=0)
         assert (v0.error_code, v0.node_id, v0.port) == (0, lb.broker.config.node_id, lb.port)
 

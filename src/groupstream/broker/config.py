@@ -111,6 +111,10 @@ class BrokerConfig:
     topic_defaults: dict[str, str] = field(default_factory=lambda: {"flush.policy": "always"})
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    # the transaction coordinator (Kafka's names and defaults)
+    transaction_state_num_partitions: int = 50
+    transaction_state_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 900_000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     # group.* and offsets.* properties of the coordinator, validated on apply
@@ -224,6 +228,12 @@ class BrokerConfig:
                 self.offsets_topic_num_partitions = _int(name, value, 1)
             elif name == "offsets.topic.segment.bytes":
                 self.offsets_topic_segment_bytes = _int(name, value, 1024)
+            elif name == "transaction.state.log.num.partitions":
+                self.transaction_state_num_partitions = _int(name, value, 1)
+            elif name == "transaction.state.log.segment.bytes":
+                self.transaction_state_segment_bytes = _int(name, value, 1024)
+            elif name == "transaction.max.timeout.ms":
+                self.transaction_max_timeout_ms = _int(name, value, 1)
             elif name == "log.cleaner.enable":
                 self.log_cleaner_enable = _bool(name, value)
             elif name == "log.cleaner.backoff.ms":
@@ -304,6 +314,9 @@ def known_properties() -> list[str]:
             "log.retention.check.interval.ms",
             "offsets.topic.num.partitions",
             "offsets.topic.segment.bytes",
+            "transaction.state.log.num.partitions",
+            "transaction.state.log.segment.bytes",
+            "transaction.max.timeout.ms",
             "log.cleaner.enable",
             "log.cleaner.backoff.ms",
             "max.connections",

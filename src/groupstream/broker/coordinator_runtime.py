@@ -29,7 +29,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,6 +84,12 @@ class Shard(Protocol):
 
 
 ShardFactory = Callable[[int], Shard]
+RecordEncoder = Callable[[Any], tuple[bytes, bytes | None]]
+"""A shard's record to the key and value bytes of its topic (``__consumer_offsets`` by default)."""
+RecordDecoder = Callable[[bytes | memoryview], Iterator[tuple[Any, Any]]]
+"""A read of the topic to (record, decoded record or the `PeerProtocolError` saying why not)."""
+ErrorResponder = Callable[[CompiledApi, int, Any, int], Any]
+"""The whole response to a request failing with a code (for requests the shard cannot serve)."""
 
 
 class ShardStatus(StrEnum):
@@ -126,8 +132,19 @@ class _Host:
 
 class CoordinatorRuntime:
     def __init__(self, broker: Broker, topic: str, num_partitions: int, shard_factory: ShardFactory,
-                 metadata: Any = None) -> None:
+                 metadata: Any = None, *, encode: RecordEncoder = encode_record,
+                 decode: RecordDecoder = coordinator_records,
+                 error_response: ErrorResponder = group_errors.error_response,
+                 after_durable: Callable[[int, Any], None] | None = None) -> None:
+        """The defaults are the group coordinator's; the transaction coordinator passes its own record codec,
+        error answers, and ``after_durable(partition, result)``, called once a result's records are durable
+        (with the responses), for the effects a result asks of the broker (its commit and abort markers)."""
         self._broker = broker
+        self._encode_record = encode
+        self._decode_records = decode
+        self._error_response = error_response
+        self._after_durable = after_durable
+        self._group_records = encode is encode_record  # the rebalance metrics read group records
         self.topic = topic
         self.num_partitions = num_partitions
         self._factory = shard_factory
@@ -311,7 +328,7 @@ class CoordinatorRuntime:
 
     def _replay_chunk(self, partition: int, shard: Shard, data: bytes) -> int:
         count = 0
-        for rec, record in coordinator_records(data):
+        for rec, record in self._decode_records(data):
             if isinstance(record, PeerProtocolError):
                 log.error("skipping an undecodable record at %s-%d offset %d: %s", self.topic, partition,
                           rec.offset, record)  # fmt: skip
@@ -330,7 +347,7 @@ class CoordinatorRuntime:
         host = self._hosts[partition]
         code = self.error_for(partition)
         if code != ErrorCode.NONE or host.shard is None:
-            future.set_result(group_errors.error_response(api, version, body, code or ErrorCode.NOT_COORDINATOR))
+            future.set_result(self._error_response(api, version, body, code or ErrorCode.NOT_COORDINATOR))
             return future
         shard = host.shard
         token = next(self._tokens)
@@ -358,7 +375,7 @@ class CoordinatorRuntime:
     def _answer_error(self, token: RequestToken, code: int) -> None:
         parked = self._parked.get(token)
         if parked is not None:
-            self._answer(token, group_errors.error_response(parked.api, parked.version, parked.body, code))
+            self._answer(token, self._error_response(parked.api, parked.version, parked.body, code))
 
     # -- results ----------------------------------------------------------------------------------------
 
@@ -394,32 +411,41 @@ class CoordinatorRuntime:
             host.storage_failures = 0
             for record in result.records:
                 shard.replay(record)
-            broker.metrics.coordinator_records(result.records)
+            if self._group_records:
+                broker.metrics.coordinator_records(result.records)
             broker.purgatory.notify((self.topic, host.partition), len(batch))
             broker.flusher.appended(plog, plog.config.flush_policy)
         self._apply_timers(host, shard, result.timers)
-        if not result.responses:
+        if not result.responses and self._after_durable is None:
             return
         target = plog.log_end_offset
         if plog.flushed_offset >= target:
-            self._deliver(result.responses)
+            self._durable(host, result)
             return
         waiter = broker.flusher.wait_flushed(plog, target)
-        waiter.add_done_callback(functools.partial(self._after_flush, host, shard, result.responses))
+        waiter.add_done_callback(functools.partial(self._after_flush, host, shard, result))
 
     def _encode(self, records: list[CoordinatorRecord], now_ms: int) -> bytearray:
         builder = BatchBuilder()
         for record in records:
-            key, value = encode_record(record)
+            key, value = self._encode_record(record)
             builder.append(now_ms, key, value)
         return bytearray(builder.build())
 
-    def _after_flush(self, host: _Host, shard: Shard, responses: list[tuple[RequestToken, Any]],
+    def _durable(self, host: _Host, result: CoordinatorResult) -> None:
+        self._deliver(result.responses)
+        if self._after_durable is not None and host.status is ShardStatus.ACTIVE:
+            try:
+                self._after_durable(host.partition, result)
+            except Exception:
+                log.exception("the coordinator for %s-%d failed after a write", self.topic, host.partition)
+
+    def _after_flush(self, host: _Host, shard: Shard, result: CoordinatorResult,
                      waiter: asyncio.Future[None]) -> None:
         if not waiter.cancelled() and waiter.exception() is None:
-            self._deliver(responses)
+            self._durable(host, result)
             return
-        for token, _ in responses:
+        for token, _ in result.responses:
             self._answer_error(token, ErrorCode.NOT_COORDINATOR)
         if host.shard is shard:
             self._storage_failed(host, f"flushing failed: {waiter.exception() if not waiter.cancelled() else 'cancelled'}")
@@ -457,6 +483,22 @@ class CoordinatorRuntime:
         self.unload(host.partition)
         if not self._closed:
             self.reload(host.partition)
+
+    def call(self, partition: int, fn: Callable[[Shard, int], CoordinatorResult]) -> bool:
+        """Run ``fn(shard, now_ms)`` on the serving shard of ``partition`` and apply the result it returns, as
+        for a request (the broker reports back to a shard this way, e.g. that a transaction's markers are
+        written); False, doing nothing, if the shard does not serve."""
+        host = self._hosts[partition]
+        shard = host.shard
+        if host.status is not ShardStatus.ACTIVE or shard is None:
+            return False
+        try:
+            result = fn(shard, self._broker.now_ms())
+        except Exception:
+            log.exception("the coordinator for %s-%d failed", self.topic, partition)
+            return False
+        self._apply(host, shard, result)
+        return True
 
     # -- timers -----------------------------------------------------------------------------------------
 

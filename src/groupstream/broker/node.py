@@ -31,6 +31,7 @@ from groupstream.broker.purgatory import FetchPurgatory
 from groupstream.broker.rate_limited_log import RateLimitedLog
 from groupstream.broker.security_handlers import SECURITY_HANDLERS
 from groupstream.broker.server import ANONYMOUS, KafkaConnection
+from groupstream.broker.transaction_wiring import TransactionCoordinator
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
 from groupstream.security.acl_store import AclFileError
@@ -91,6 +92,15 @@ class Broker:
             self, OFFSETS_TOPIC, partitions, shard_factory or default_shard_factory(config),
             metadata=CatalogTopics(self.catalog),
         )
+        try:
+            self.transactions = TransactionCoordinator(
+                self, config.transaction_state_num_partitions, config.transaction_state_segment_bytes,
+                config.transaction_max_timeout_ms, partitions,
+            )
+        except BaseException:
+            self.catalog.close()
+            self.dir_lock.release()
+            raise
         self.cleaner = LogCleaner(self.catalog, self.now_ms, config.log_cleaner_backoff_ms)
         # The peer of the request being dispatched, as Kafka reports client hosts ("/127.0.0.1"); the server
         # sets it before each handler call (handlers run one at a time on the loop).
@@ -201,6 +211,7 @@ class Broker:
         self.connections.start(limits, self._connection_closed)
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.coordinator.start()
+        self.transactions.start()
         if self.config.log_cleaner_enable:
             self.cleaner.start()
         for lc in self.listeners:
@@ -264,6 +275,7 @@ class Broker:
         if self._retention_task is not None:
             self._retention_task.cancel()
         await self.coordinator.close()
+        await self.transactions.close()
         await self.cleaner.close()
         await self.flusher.close()
         self.catalog.close()

@@ -46,6 +46,7 @@ def load_all() -> dict[int, Handler]:
         producer_id,
         records,
         topics,
+        transactions,
     )
 
     return HANDLERS

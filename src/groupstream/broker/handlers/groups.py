@@ -51,7 +51,9 @@ def _lookup(broker: Broker, key_type: int, key: str) -> tuple[int, str | None]:
     if key_type == GROUP_KEY_TYPE and not broker.authorizer.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, broker.authorizer.denial(Operation.DESCRIBE, ResourceType.GROUP, key)
     if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet"
+        from groupstream.broker.handlers.transactions import lookup_transaction_coordinator
+
+        return lookup_transaction_coordinator(broker, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
     runtime = broker.coordinator

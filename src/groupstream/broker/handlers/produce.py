@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.handlers.transactions import verify_transactional_batch
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.server import NO_RESPONSE
 from groupstream.protocol.connection import Request
@@ -39,6 +40,8 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     waits: list[tuple[int, int, asyncio.Future[None]]] = []
     topics_out: list[Any] = []
     by_id = request.version >= 13
+    tid = req.transactional_id
+    tid_denied = tid is not None and not broker.authorizer.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
     for td in req.topic_data:
         topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
         unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -53,7 +56,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(PR(index=pd.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1))
                 continue
-            if req.transactional_id is not None:
+            if tid_denied:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, base_offset=-1))
                 continue
             if topic is None:
@@ -67,7 +70,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1))
                 continue
             plog = broker.catalog.log(topic.name, pd.index)
-            code, base, message = _append(broker, plog, pd.records, now)
+            code, base, message = _append(broker, plog, pd.records, now, tid)
             if code == ErrorCode.NONE and base >= 0:
                 policy = plog.config.flush_policy
                 end = plog.log_end_offset
@@ -107,7 +110,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     return asyncio.ensure_future(after_flush())
 
 
-def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int, str | None]:
+def _append(broker: Broker, plog: Any, records: Any, now: int, tid: str | None) -> tuple[int, int, str | None]:
     """Returns (error code, base offset, error message)."""
     if records is None or len(records) == 0:
         return ErrorCode.CORRUPT_MESSAGE, -1, "no records"
@@ -117,11 +120,15 @@ def _append(broker: Broker, plog: Any, records: Any, now: int) -> tuple[int, int
         log.warning("rejecting a corrupt batch for %s: %s", plog.name, e)
         return ErrorCode.CORRUPT_MESSAGE, -1, str(e)
     first = batches[0][1]
-    if first.producer_id != NO_PRODUCER_ID:
-        if len(batches) != 1:
-            return ErrorCode.INVALID_RECORD, -1, "an idempotent produce carries exactly one batch"
-        if first.is_transactional:
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "transactions are not supported yet"
+    if first.producer_id != NO_PRODUCER_ID and len(batches) != 1:
+        return ErrorCode.INVALID_RECORD, -1, "an idempotent produce carries exactly one batch"
+    if any(h.is_control for _, h in batches):  # markers are the transaction coordinator's to write
+        return ErrorCode.INVALID_RECORD, -1, "clients may not write control batches"
+    if first.is_transactional:
+        refusal = verify_transactional_batch(broker, tid, first.producer_id, first.producer_epoch,
+                                             (plog.topic, plog.partition))  # fmt: skip
+        if refusal is not None:
+            return refusal
     data = bytearray(records)
     try:
         # max.message.bytes bounds each batch, as in Kafka, and segment.bytes all of one partition's batches

@@ -1,6 +1,6 @@
 """InitProducerId for idempotent producers: ids unique across restarts, epoch bumps per KIP-360.
 
-Transactional ids are refused until the transaction coordinator exists.
+With a transactional id the request belongs to the transaction coordinator (`handlers.transactions`).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.handlers.transactions import init_transactional_producer_id
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -26,8 +27,8 @@ _MAX_EPOCH = 32766
 def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     req = request.body
     R = request.api.Response
-    if req.transactional_id is not None:
-        return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    if req.transactional_id is not None:  # the transaction coordinator's
+        return init_transactional_producer_id(broker, request)
     auth = broker.authorizer
     # an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
     may_write = auth.allowed_on_cluster(Operation.IDEMPOTENT_WRITE) or auth.allowed_on_some(

@@ -1,0 +1,208 @@
+"""The transaction APIs: authorization as Kafka's table has it, then the transaction coordinator's shard.
+
+InitProducerId with a transactional id (`groupstream.broker.handlers.producer_id` routes it here),
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn need WRITE on the transactional id (AddPartitionsToTxn also WRITE
+on each topic, AddOffsetsToTxn READ on the group); DescribeTransactions and ListTransactions show only the ids
+the principal may DESCRIBE. A request goes to the shard of its id's `__transaction_state` partition;
+DescribeTransactions is split by shard and ListTransactions asks every shard, the answers merged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, cast
+
+from groupstream.broker.coordinator_runtime import ShardStatus
+from groupstream.broker.handlers import handles
+from groupstream.broker.offsets_topic import TRANSACTION_STATE_TOPIC
+from groupstream.broker.transaction_wiring import error_response
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
+from groupstream.transaction.state import TxnState
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+
+def lookup_transaction_coordinator(broker: Broker, transactional_id: str) -> tuple[int, str | None]:
+    """FindCoordinator key_type=1: DESCRIBE on the id, then whether its shard serves (creating and loading
+    `__transaction_state` on first use)."""
+    auth = broker.authorizer
+    if not auth.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                auth.denial(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id))  # fmt: skip
+    if broker.transactions.runtime is None:  # as Kafka: the topic is being created, ask again
+        broker.transactions.serving()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}"
+    runtime = broker.transactions.serving()
+    status = runtime.status(runtime.partition_for(transactional_id))
+    if status is ShardStatus.ACTIVE:
+        return ErrorCode.NONE, None
+    if status is ShardStatus.LOADING:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator of this transactional id is unloaded"
+
+
+def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int, producer_epoch: int,
+                               partition: tuple[str, int]) -> tuple[int, int, str] | None:
+    """KIP-890 part 1, on one node: a transactional batch is appended only if its partition is in its producer's
+    ongoing transaction (so a late write of a fenced or finished transaction cannot open a new, never-ended
+    one that would hold the last stable offset back). None if it may be appended, else (error, -1, why)."""
+    if tid is None:
+        return ErrorCode.INVALID_RECORD, -1, "a transactional batch needs the request's transactional id"
+    runtime = broker.transactions.runtime
+    shard = None if runtime is None else runtime.shard(runtime.partition_for(tid))
+    m = None if shard is None else cast(Any, shard).get(tid)
+    if m is None or m.producer_id != producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, f"producer {producer_id} does not own transactional id {tid!r}"
+    if m.producer_epoch != producer_epoch:
+        return (ErrorCode.INVALID_PRODUCER_EPOCH, -1,
+                f"producer epoch {producer_epoch} is not the current {m.producer_epoch} of {tid!r}")  # fmt: skip
+    if m.state is not TxnState.ONGOING or partition not in m.partitions:
+        return (ErrorCode.INVALID_TXN_STATE, -1,
+                f"{partition[0]}-{partition[1]} is not in an ongoing transaction of {tid!r}")  # fmt: skip
+    return None
+
+
+def to_transaction_shard(broker: Broker, request: Request, transactional_id: str) -> Any:
+    runtime = broker.transactions.serving()
+    return runtime.submit(runtime.partition_for(transactional_id), request.api, request.version, request.body,
+                          request.header.client_id or "", broker.current_client_host)  # fmt: skip
+
+
+def _may_write(broker: Broker, transactional_id: str) -> bool:
+    return broker.authorizer.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _denied(request: Request, code: int = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) -> Any:
+    return error_response(request.api, request.version, request.body, code)
+
+
+def init_transactional_producer_id(broker: Broker, request: Request) -> Any:
+    tid = request.body.transactional_id
+    if not _may_write(broker, tid):
+        return _denied(request)
+    return to_transaction_shard(broker, request, tid)
+
+
+@handles("AddPartitionsToTxn")
+def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
+    req = request.body
+    if request.version >= 4:
+        # the brokers' batched form (KIP-890 verification): only brokers send it, under CLUSTER_ACTION
+        if not broker.authorizer.allowed_on_cluster(Operation.CLUSTER_ACTION):
+            return _denied(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        tids = {t.transactional_id for t in req.transactions}
+        if len({broker.transactions.partition_for(t) for t in tids}) > 1:
+            return _split_batched(broker, request)
+        return to_transaction_shard(broker, request, next(iter(tids))) if tids else _denied(request, 0)
+    tid = req.v3_and_below_transactional_id
+    if not _may_write(broker, tid):
+        return _denied(request)
+    auth = broker.authorizer
+    refused = {t.name for t in req.v3_and_below_topics if not auth.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)}
+    if refused:  # Kafka: the refused topics say why, the others were not attempted
+        R = request.api.Response
+        T = R.AddPartitionsToTxnTopicResult
+        P = T.AddPartitionsToTxnPartitionResult
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=[
+            T(name=t.name, results_by_partition=[
+                P(partition_index=p, partition_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
+                  else ErrorCode.OPERATION_NOT_ATTEMPTED) for p in t.partitions])
+            for t in req.v3_and_below_topics])  # fmt: skip
+    return to_transaction_shard(broker, request, tid)
+
+
+def _split_batched(broker: Broker, request: Request) -> Any:
+    """A batched AddPartitionsToTxn whose ids live on several shards: one request per shard, merged."""
+    req = request.body
+    by_shard: dict[int, list[Any]] = defaultdict(list)
+    for t in req.transactions:
+        by_shard[broker.transactions.partition_for(t.transactional_id)].append(t)
+    runtime = broker.transactions.serving()
+    futures = [runtime.submit(p, request.api, request.version, req._replace(transactions=ts),
+                              request.header.client_id or "", broker.current_client_host)
+               for p, ts in by_shard.items()]  # fmt: skip
+
+    async def merge() -> Any:
+        parts = await asyncio.gather(*futures)
+        results = [r for part in parts for r in part.results_by_transaction]
+        return request.api.Response(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+
+    return asyncio.ensure_future(merge())
+
+
+@handles("AddOffsetsToTxn")
+def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
+    req = request.body
+    if not _may_write(broker, req.transactional_id):
+        return _denied(request)
+    if not broker.authorizer.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return _denied(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return to_transaction_shard(broker, request, req.transactional_id)
+
+
+@handles("EndTxn")
+def handle_end_txn(broker: Broker, request: Request) -> Any:
+    tid = request.body.transactional_id
+    if not _may_write(broker, tid):
+        return _denied(request)
+    return to_transaction_shard(broker, request, tid)
+
+
+@handles("DescribeTransactions")
+def handle_describe_transactions(broker: Broker, request: Request) -> Any:
+    req = request.body
+    R = request.api.Response
+    auth = broker.authorizer
+    runtime = broker.transactions.serving()
+    slots: list[Any] = []  # per requested id: an answer, or (future, index in that shard's answer)
+    by_shard: dict[int, list[str]] = defaultdict(list)
+    for tid in req.transactional_ids:
+        if not auth.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            slots.append(error_response(request.api, request.version, req._replace(transactional_ids=[tid]),
+                                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED).transaction_states[0])
+            continue
+        p = runtime.partition_for(tid)
+        slots.append((p, len(by_shard[p])))
+        by_shard[p].append(tid)
+    futures = {p: runtime.submit(p, request.api, request.version, req._replace(transactional_ids=ids),
+                                 request.header.client_id or "", broker.current_client_host)
+               for p, ids in by_shard.items()}  # fmt: skip
+
+    async def merge() -> Any:
+        answers = {p: await f for p, f in futures.items()}
+        out = [s if not isinstance(s, tuple) else answers[s[0]].transaction_states[s[1]] for s in slots]
+        # partitions of topics the principal may not DESCRIBE are left out, as Kafka does
+        out = [s._replace(topics=[t for t in s.topics if auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic)])
+               for s in out]  # fmt: skip
+        return R(throttle_time_ms=0, transaction_states=out)
+
+    return asyncio.ensure_future(merge())
+
+
+@handles("ListTransactions")
+def handle_list_transactions(broker: Broker, request: Request) -> Any:
+    R = request.api.Response
+    transactions = broker.transactions
+    if transactions.runtime is None:  # no transaction ever: nothing to list, and nothing to create for it
+        return R(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])
+    runtime = transactions.serving()
+    auth = broker.authorizer
+    futures = [runtime.submit(p, request.api, request.version, request.body, request.header.client_id or "",
+                              broker.current_client_host) for p in range(runtime.num_partitions)]  # fmt: skip
+
+    async def merge() -> Any:
+        parts = await asyncio.gather(*futures)
+        code = next((p.error_code for p in parts if p.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION), 0)
+        if not code:
+            code = next((p.error_code for p in parts if p.error_code), 0)
+        states = sorted((s for p in parts for s in p.transaction_states
+                         if auth.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s.transactional_id)),
+                        key=lambda s: s.transactional_id)  # fmt: skip
+        unknown = parts[0].unknown_state_filters if parts else []
+        return R(throttle_time_ms=0, error_code=code, unknown_state_filters=unknown, transaction_states=states)
+
+    return asyncio.ensure_future(merge())

@@ -1,0 +1,244 @@
+"""Transactions on our broker (issue 17), with confluent-kafka's and aiokafka's transactional producers.
+
+- commit and abort: read_uncommitted sees both transactions' records, read_committed only the committed ones;
+- a second producer with the same transactional.id fences the first: the first's commit fails, also when the
+  first was SIGSTOPped in its own process while the second initialised, then resumed;
+- an open transaction is aborted at its timeout (the last stable offset moves on);
+- DescribeTransactions and ListTransactions show the coordinator's view;
+- kill -9 of the broker: a transaction whose commit was acknowledged is committed after the restart (its
+  markers are written again from the PrepareCommit record), an open one aborts at its timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupstream.protocol.messages import by_name
+from support.brokers import BrokerKind, BrokerProcess
+from support.raw_client import RawClient
+from support.waiting import wait_until
+
+pytestmark = [pytest.mark.broker_ours, pytest.mark.compat]
+
+DESCRIBE = by_name("DescribeTransactions")
+LIST = by_name("ListTransactions")
+
+
+@pytest.fixture(scope="module")
+def gs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path_factory.mktemp("txn")) as b:
+        yield b
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30) is None
+
+
+def producer(bootstrap: str, tid: str, **extra: Any) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 1) -> list[bytes]:
+    """Every record a consumer at ``isolation`` gets from the start to the end it can reach (read_committed
+    stops at the last stable offset: the end of the partition once no transaction is open)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        got: list[bytes] = []
+
+        def at_end() -> bool:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+            positions = c.position([TopicPartition(topic, p) for p in range(partitions)])
+            # past the last marker too: the position moves over control batches
+            return all(tp.offset >= ends[tp.partition] for tp in positions)
+
+        wait_until(at_end, 30, f"a {isolation} consumer to reach the end of {topic}")
+        return got
+    finally:
+        c.close()
+
+
+def raw(gs: BrokerProcess, api: Any, version: int, **fields: Any) -> Any:
+    client = RawClient(gs.port, "txn-test")
+    try:
+        corr = client.send(api, version, api.Request(**fields))
+        got = client.receive()
+        assert got[0] == corr
+        return got[3]
+    finally:
+        client.close()
+
+
+def describe(gs: BrokerProcess, tid: str) -> Any:
+    return raw(gs, DESCRIBE, 0, transactional_ids=[tid]).transaction_states[0]
+
+
+def test_committed_records_are_read_once_and_aborted_ones_only_uncommitted(gs: BrokerProcess) -> None:
+    create_topic(gs.bootstrap, "txn-basic", 2)
+    p = producer(gs.bootstrap, "basic")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("txn-basic", f"c{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("txn-basic", f"a{i}".encode(), partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("txn-basic", b"c10", partition=0)
+    p.commit_transaction(30)
+    committed = sorted(f"c{i}".encode() for i in range(11))
+    assert sorted(read_all(gs.bootstrap, "txn-basic", "read_committed", 2)) == committed
+    assert sorted(read_all(gs.bootstrap, "txn-basic", "read_uncommitted", 2)) == sorted(
+        committed + [f"a{i}".encode() for i in range(5)])
+    d = describe(gs, "basic")
+    assert (d.error_code, d.transaction_state, d.topics) == (0, "CompleteCommit", [])
+    listed = raw(gs, LIST, 1, state_filters=["CompleteCommit"], producer_id_filters=[], duration_filter=-1)
+    assert "basic" in [s.transactional_id for s in listed.transaction_states]
+
+
+def test_a_new_producer_fences_the_old_one(gs: BrokerProcess) -> None:
+    create_topic(gs.bootstrap, "txn-fence")
+    old = producer(gs.bootstrap, "fence")
+    old.begin_transaction()
+    old.produce("txn-fence", b"zombie")
+    old.flush(30)
+    new = producer(gs.bootstrap, "fence")  # aborts the old producer's open transaction first
+    new.begin_transaction()
+    new.produce("txn-fence", b"fresh")
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        old.commit_transaction(30)
+    assert e.value.args[0].fatal() and "fenced" in str(e.value).lower()
+    assert read_all(gs.bootstrap, "txn-fence", "read_committed") == [b"fresh"]
+    assert describe(gs, "fence").producer_epoch == 2  # the fence's bump, then the new producer's
+
+
+ZOMBIE = textwrap.dedent("""
+    import sys
+    from confluent_kafka import Producer, KafkaException
+    p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "stopped", "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txn-stop", b"from-the-zombie")
+    p.flush(30)
+    print("produced", flush=True)
+    sys.stdin.readline()
+    try:
+        p.commit_transaction(30)
+        print("committed", flush=True)
+    except KafkaException as e:
+        print("failed", "fatal" if e.args[0].fatal() else "abortable", e.args[0].str(), flush=True)
+""")
+
+
+def test_a_sigstopped_zombie_cannot_commit_after_a_new_instance_started(gs: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(gs.bootstrap, "txn-stop")
+    script = tmp_path / "zombie.py"
+    script.write_text(ZOMBIE)
+    zombie = subprocess.Popen([sys.executable, str(script), gs.bootstrap], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        assert zombie.stdout is not None and zombie.stdin is not None
+        assert zombie.stdout.readline().strip() == "produced"
+        os.kill(zombie.pid, signal.SIGSTOP)
+        new = producer(gs.bootstrap, "stopped")
+        new.begin_transaction()
+        new.produce("txn-stop", b"from-the-new-instance")
+        new.commit_transaction(30)
+        os.kill(zombie.pid, signal.SIGCONT)
+        zombie.stdin.write("go\n")
+        zombie.stdin.flush()
+        outcome = zombie.stdout.readline().strip()
+        assert outcome.startswith("failed fatal"), outcome
+        assert "fenced" in outcome.lower(), outcome
+        assert zombie.wait(30) == 0
+    finally:
+        if zombie.poll() is None:
+            os.kill(zombie.pid, signal.SIGCONT)
+            zombie.kill()
+            zombie.wait()
+    assert read_all(gs.bootstrap, "txn-stop", "read_committed") == [b"from-the-new-instance"]
+
+
+def test_an_open_transaction_is_aborted_at_its_timeout(gs: BrokerProcess) -> None:
+    create_topic(gs.bootstrap, "txn-timeout")
+    p = producer(gs.bootstrap, "slow", **{"transaction.timeout.ms": 1500})
+    p.begin_transaction()
+    p.produce("txn-timeout", b"never-committed")
+    p.flush(30)
+    assert describe(gs, "slow").transaction_state == "Ongoing"
+    wait_until(lambda: describe(gs, "slow").transaction_state == "CompleteAbort", 20, "the timeout to abort")
+    assert describe(gs, "slow").producer_epoch == 1  # the abort bumped the epoch: the producer is fenced
+    assert read_all(gs.bootstrap, "txn-timeout", "read_committed") == []  # and the LSO reached the end
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+
+
+def test_aiokafka_transactional_producer(gs: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    create_topic(gs.bootstrap, "txn-aio")
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=gs.bootstrap, transactional_id="aio")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("txn-aio", b"aio-committed")
+            await p.begin_transaction()
+            await p.send_and_wait("txn-aio", b"aio-aborted")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert read_all(gs.bootstrap, "txn-aio", "read_committed") == [b"aio-committed"]
+    assert sorted(read_all(gs.bootstrap, "txn-aio", "read_uncommitted")) == [b"aio-aborted", b"aio-committed"]
+
+
+def test_kill9_with_transactions_in_flight(tmp_path: Path) -> None:
+    with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path / "b") as b:
+        create_topic(b.bootstrap, "txn-kill")
+        done = producer(b.bootstrap, "acked")
+        done.begin_transaction()
+        for i in range(20):
+            done.produce("txn-kill", f"acked-{i}".encode())
+        done.commit_transaction(30)
+        open_ = producer(b.bootstrap, "open", **{"transaction.timeout.ms": 2000})
+        open_.begin_transaction()
+        open_.produce("txn-kill", b"open")
+        open_.flush(30)
+        last = producer(b.bootstrap, "last")
+        last.begin_transaction()
+        last.produce("txn-kill", b"last")
+        last.commit_transaction(30)  # acknowledged once PrepareCommit is durable; markers may be unwritten
+        b.restart(kill=True)
+        wait_until(lambda: describe(b, "open").transaction_state == "CompleteAbort", 30, "the open one to abort")
+        wait_until(lambda: describe(b, "last").transaction_state == "CompleteCommit", 30, "the last to commit")
+        expected = sorted([f"acked-{i}".encode() for i in range(20)] + [b"last"])
+        assert sorted(read_all(b.bootstrap, "txn-kill", "read_committed")) == expected
+        for p in (done, open_, last):
+            p.purge()
