@@ -107,7 +107,7 @@ class _TxnReplay:
             self.state.observe(h)
             return
         note_marker(self.state, self.index, h.producer_id, h.producer_epoch, marker.coordinator_epoch,
-                    marker.control_type == ControlType.COMMIT, h.base_offset)  # fmt: skip
+                    marker.control_type == ControlType.COMMIT, h.base_offset, h.max_timestamp)  # fmt: skip
 
 
 def note_marker(
@@ -118,9 +118,10 @@ def note_marker(
     coordinator_epoch: int,
     commit: bool,
     offset: int,
+    timestamp: int,
 ) -> AbortedTxn | None:
     """Apply a marker at ``offset`` to the producer state; an aborted transaction is indexed and returned."""
-    done = state.complete_txn(producer_id, epoch, coordinator_epoch, commit, offset)
+    done = state.complete_txn(producer_id, epoch, coordinator_epoch, commit, offset, timestamp)
     if done is None or not done.aborted:
         return None
     first_open = state.first_unstable_offset()
@@ -478,8 +479,9 @@ class PartitionLog:
             timestamp=now_ms,
         ))  # fmt: skip
         info = self.append(batch, now_ms)
+        stamp = now_ms if info.log_append_time == NO_TIMESTAMP else info.log_append_time
         entry = note_marker(state, self.aborted_index, producer_id, producer_epoch, coordinator_epoch, commit,
-                            info.base_offset)  # fmt: skip
+                            info.base_offset, stamp)  # fmt: skip
         if entry is not None:
             seg = self._segments[-1]
             try:

@@ -127,13 +127,17 @@ class ProducerEntry:
     last_offset: int = -1
     # Coordinator epoch of the last marker written for this producer (-1: none yet); older ones are refused.
     coordinator_epoch: int = -1
+    # Max timestamp of its latest batch or marker (-1: unknown): DescribeProducers answers it, and Kafka's
+    # ``kafka-transactions.sh find-hanging`` measures an open transaction's age from it.
+    last_timestamp: int = -1
 
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=BATCHES_RETAINED), self.last_offset,
-                             self.coordinator_epoch)  # fmt: skip
+                             self.coordinator_epoch, self.last_timestamp)  # fmt: skip
 
-    def snapshot(self) -> tuple[int, int, tuple[BatchMetadata, ...], int, int]:
-        return (self.producer_id, self.epoch, tuple(self.batches), self.last_offset, self.coordinator_epoch)
+    def snapshot(self) -> tuple[int, int, tuple[BatchMetadata, ...], int, int, int]:
+        return (self.producer_id, self.epoch, tuple(self.batches), self.last_offset, self.coordinator_epoch,
+                self.last_timestamp)  # fmt: skip
 
 
 def next_sequence(sequence: int) -> int:
@@ -160,7 +164,7 @@ class ProducerStateManager:
     def producers(self) -> Mapping[int, ProducerEntry]:
         return self._producers
 
-    def snapshot(self) -> dict[int, tuple[int, int, tuple[BatchMetadata, ...], int, int, int]]:
+    def snapshot(self) -> dict[int, tuple[int, int, tuple[BatchMetadata, ...], int, int, int, int]]:
         """A value copy, for comparing a live state with a rebuilt one (the last field: the first offset of
         the producer's open transaction, -1 if none)."""
         return {pid: (*e.snapshot(), self._ongoing.get(pid, -1)) for pid, e in self._producers.items()}
@@ -222,15 +226,17 @@ class ProducerStateManager:
         last_sequence: int,
         base_offset: int,
         last_offset: int,
+        timestamp: int = -1,
     ) -> None:
-        """Record an appended batch. Trusts the caller: ``check`` accepted it, or it is already in the log."""
+        """Record an appended batch (``timestamp``: its max timestamp). Trusts the caller: ``check`` accepted
+        it, or it is already in the log."""
         if producer_id == NO_PRODUCER_ID:
             return
-        entry = self._producers.get(producer_id)
         entry = self._entry_at(producer_id, epoch)
         if base_sequence != NO_SEQUENCE:
             entry.batches.append(BatchMetadata(base_sequence, last_sequence, base_offset, last_offset))
         entry.last_offset = max(entry.last_offset, last_offset)
+        entry.last_timestamp = timestamp
 
     def _entry_at(self, producer_id: int, epoch: int) -> ProducerEntry:
         """The producer's entry, started over at a newer ``epoch`` (its last coordinator epoch is kept)."""
@@ -247,12 +253,14 @@ class ProducerStateManager:
             self._ongoing[producer_id] = base_offset
 
     def complete_txn(
-        self, producer_id: int, epoch: int, coordinator_epoch: int, commit: bool, marker_offset: int
+        self, producer_id: int, epoch: int, coordinator_epoch: int, commit: bool, marker_offset: int,
+        timestamp: int = -1,
     ) -> CompletedTxn | None:
         """Record a marker at ``marker_offset`` (trusted: ``check_marker`` accepted it, or it is in the log).
         Ends the producer's open transaction, if any, and returns it."""
         entry = self._entry_at(producer_id, epoch)
         entry.last_offset = max(entry.last_offset, marker_offset)
+        entry.last_timestamp = timestamp
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         first = self._ongoing.pop(producer_id, None)
         if first is None:
@@ -267,7 +275,8 @@ class ProducerStateManager:
     def observe(self, h: BatchHeader) -> None:
         """``update`` from a header whose offsets are final (a data batch in the log; a marker needs its
         record read: `complete_txn`)."""
-        self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset)
+        self.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset, h.last_offset,
+                    h.max_timestamp)  # fmt: skip
         if h.attributes & TRANSACTIONAL_BIT and not h.attributes & CONTROL_BIT:
             self.update_txn(h.producer_id, h.base_offset)
 
@@ -311,7 +320,7 @@ class ProducerStateManager:
 # Big-endian: magic "GSPS", version u16, CRC-32C u32 of everything after it; then the log end offset the state
 # belongs to (i64), [v2: the number of aborted-transaction index entries of the log (i64)], the number of
 # producers (i32), and per producer: id i64, epoch i16, last offset i64, [v2: coordinator epoch of its last
-# marker i32, first offset of its open transaction i64 (-1: none)], the number of retained batches i8, and per
+# marker i32, first offset of its open transaction i64 (-1: none), last timestamp i64], the number of retained batches i8, and per
 # batch: first sequence i32, last sequence i32, first offset i64, last offset i64. Version 1 (no transactions)
 # is still read; any other version is refused by name, and the open then scans the log instead.
 
@@ -322,7 +331,7 @@ _PREFIX = struct.Struct(">4sHI")
 _HEAD_V1 = struct.Struct(">qi")
 _HEAD = struct.Struct(">qqi")
 _PRODUCER_V1 = struct.Struct(">qhqb")
-_PRODUCER = struct.Struct(">qhqiqb")
+_PRODUCER = struct.Struct(">qhqiqqb")
 _BATCH = struct.Struct(">iiqq")
 
 
@@ -340,7 +349,7 @@ def encode_snapshot(state: ProducerStateManager, log_end_offset: int, aborted_en
     ongoing = state.ongoing_transactions
     for entry in state.producers.values():
         parts.append(_PRODUCER.pack(entry.producer_id, entry.epoch, entry.last_offset, entry.coordinator_epoch,
-                                    ongoing.get(entry.producer_id, -1), len(entry.batches)))  # fmt: skip
+                                    ongoing.get(entry.producer_id, -1), entry.last_timestamp, len(entry.batches)))  # fmt: skip
         parts.extend(_BATCH.pack(b.first_sequence, b.last_sequence, b.first_offset, b.last_offset) for b in entry.batches)
     body = b"".join(parts)
     return _PREFIX.pack(_MAGIC, _SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
@@ -372,12 +381,13 @@ def decode_snapshot(data: bytes) -> Snapshot:
         for _ in range(count):
             if version == 1:
                 pid, epoch, last_offset, n = _PRODUCER_V1.unpack_from(body, pos)
-                coordinator_epoch, txn_first = -1, -1
+                coordinator_epoch, txn_first, last_ts = -1, -1, -1
                 pos += _PRODUCER_V1.size
             else:
-                pid, epoch, last_offset, coordinator_epoch, txn_first, n = _PRODUCER.unpack_from(body, pos)
+                pid, epoch, last_offset, coordinator_epoch, txn_first, last_ts, n = _PRODUCER.unpack_from(body, pos)
                 pos += _PRODUCER.size
-            entry = ProducerEntry(pid, epoch, last_offset=last_offset, coordinator_epoch=coordinator_epoch)
+            entry = ProducerEntry(pid, epoch, last_offset=last_offset, coordinator_epoch=coordinator_epoch,
+                                  last_timestamp=last_ts)  # fmt: skip
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size
