@@ -105,10 +105,19 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     return frozenset((t.topic_id, p) for t in items for p in t.partitions)
 
 
-def _partition_epochs(items: Iterable[TopicPartitions]) -> dict[TopicIdPartition, int]:
-    """The recorded assignment epochs (KIP-1251); topics recorded without them contribute none."""
-    return {(t.topic_id, p): e for t in items if t.assignment_epochs is not None
-            for p, e in zip(t.partitions, t.assignment_epochs, strict=False)}  # fmt: skip
+def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> dict[TopicIdPartition, int]:
+    """The recorded assignment epochs (KIP-1251) that differ from ``own`` (what a missing one means); topics
+    recorded without them, or all at ``own``, contribute none (checked on the ints, before any partition is
+    looked up)."""
+    out: dict[TopicIdPartition, int] = {}
+    for t in items:
+        epochs = t.assignment_epochs
+        if epochs is None or epochs.count(own) == len(epochs):
+            continue
+        for p, e in zip(t.partitions, epochs, strict=False):
+            if e != own:
+                out[(t.topic_id, p)] = e
+    return out
 
 
 def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:
@@ -307,8 +316,7 @@ class ConsumerGroup:
             pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
             # Only the epochs that differ from the member's own are kept: a missing one means exactly that
             # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
-            own = max(value.member_epoch, 0)
-            epochs = {p: e for p, e in _partition_epochs(value.assigned + value.pending_revocation).items() if e != own}
+            epochs = _partition_epochs(value.assigned + value.pending_revocation, max(value.member_epoch, 0))
             target = self.targets.get(member_id)
             if target is not None and target == assigned:
                 # A reconciled member holds its target: share the set, and key the epochs by its partitions,

@@ -560,7 +560,7 @@ class ConsumerMembership:
             a = member.assignment
             op.write(current_assignment_record(
                 group_id, MemberAssignment(a.member_id, STATIC_LEAVE_EPOCH, a.epoch, a.state, a.assigned,
-                                           partition_epochs=epochs_for(a, a.assigned, a.epoch))))  # fmt: skip
+                                           partition_epochs=epochs_for(a, a.assigned, a.epoch, omit=0))))  # fmt: skip
             op.cancel(consumer_rebalance_key(group_id, member.member_id))
         else:
             self.fence(op, group, member.member_id, topics)

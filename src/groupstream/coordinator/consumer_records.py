@@ -74,16 +74,25 @@ def target_epoch_record(group_id: str, epoch: int, now_ms: int) -> CoordinatorRe
                              TargetAssignmentMetadataValue(epoch, now_ms))  # fmt: skip
 
 
-def _with_epochs(partitions: frozenset[TopicIdPartition], epochs: Mapping[TopicIdPartition, int]) -> tuple[TopicPartitions, ...]:
-    """The record's layout, each topic's partitions with the epochs they were given at (KIP-1251)."""
-    return tuple(TopicPartitions(t.topic_id, t.partitions, tuple(epochs[(t.topic_id, p)] for p in t.partitions))
-                 for t in to_topic_partitions(partitions))  # fmt: skip
+def _with_epochs(
+    partitions: frozenset[TopicIdPartition], known: Mapping[TopicIdPartition, int], default: int
+) -> tuple[TopicPartitions, ...]:
+    """The record's layout, each topic's partitions with the epochs they were given at (KIP-1251): ``known``
+    where it says, ``default`` (the member's epoch) elsewhere."""
+    out = []
+    for t in to_topic_partitions(partitions):
+        if known:
+            epochs = tuple([known.get((t.topic_id, p), default) for p in t.partitions])
+        else:
+            epochs = (default,) * len(t.partitions)
+        out.append(TopicPartitions(t.topic_id, t.partitions, epochs))
+    return tuple(out)
 
 
 def current_assignment_record(group_id: str, a: MemberAssignment) -> CoordinatorRecord:
-    epochs = a.assignment_epochs()
-    value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), _with_epochs(a.assigned, epochs),
-                                         _with_epochs(a.pending_revocation, epochs))  # fmt: skip
+    known, default = a.partition_epochs, max(a.epoch, 0)
+    value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), _with_epochs(a.assigned, known, default),
+                                         _with_epochs(a.pending_revocation, known, default))  # fmt: skip
     return CoordinatorRecord(CURRENT_ASSIGNMENT, ConsumerMemberKey(group_id, a.member_id), _VALUE_VERSION, value)
 
 

@@ -78,12 +78,25 @@ class MemberAssignment:
         return {p: known.get(p, default) for p in held}
 
 
-def epochs_for(member: MemberAssignment, held: Set[Partition], new_epoch: int) -> Mapping[Partition, int]:
-    """Assignment epochs of ``held``: kept partitions keep theirs, new ones are given at ``new_epoch``."""
-    before = member.assignment_epochs()
-    if held == before.keys():
-        return before
-    return {p: before.get(p, new_epoch) for p in held}
+def epochs_for(
+    member: MemberAssignment, held: Set[Partition], new_epoch: int, *, omit: int | None = None
+) -> Mapping[Partition, int]:
+    """Assignment epochs of ``held``: kept partitions keep theirs, new ones are given at ``new_epoch``. Only
+    those that differ from ``omit`` are listed (default ``max(new_epoch, 0)``: what a missing one means for
+    an assignment at ``new_epoch``), so that the work is proportional to what the member held before and
+    kept at another epoch, not to what it is given now (a first member given 10,000 partitions lists none)."""
+    skip = max(new_epoch, 0) if omit is None else omit
+    known = member.partition_epochs
+    out: dict[Partition, int] = {}
+    for p, e in known.items():
+        if e != skip and p in held:
+            out[p] = e
+    old_default = max(member.epoch, 0)
+    if old_default != skip:
+        for p in member.holds():
+            if p not in known and p in held:
+                out[p] = old_default
+    return out or NO_EPOCHS
 
 
 def reconcile(
