@@ -208,3 +208,28 @@ def test_confluent_kafka_read_committed_skips_aborted_records_and_waits_at_the_l
         assert consume("read_committed", 1) == [b"committed-1"]
         b.marker("ck", B, commit=True)  # the open transaction commits: now it is visible, still once
         assert consume("read_committed", 2) == [b"committed-1", b"open"]
+
+
+def test_describe_producers_names_the_open_transaction_holding_the_lso_back(tmp_path: Path) -> None:
+    api = by_name("DescribeProducers")
+    with broker_on_loop(tmp_path) as b:
+        b.run(lambda: b.broker.catalog.create_topic("dp", 2, {}))
+        b.append("dp", txn(A, 0, [b"a0", b"a1"]))
+        b.marker("dp", A, commit=False)
+        b.append("dp", txn(B, 0, [b"b0", b"b1", b"b2"], ts=7000))  # open from offset 3
+        raw = RawClient(b.broker.config.port, "dp-test")
+        try:
+            R = api.Request
+            raw.send(api, 0, R(topics=[R.TopicRequest(name="dp", partition_indexes=[0, 1, 7]),
+                                       R.TopicRequest(name="nope", partition_indexes=[0])]))  # fmt: skip
+            topics = raw.receive()[3].topics
+            p0, p1, p7 = topics[0].partitions
+            assert [(p.partition_index, p.error_code) for p in (p0, p1, p7)] == [(0, 0), (1, 0), (7, 3)]
+            got = {(s.producer_id, s.producer_epoch, s.last_sequence, s.coordinator_epoch, s.current_txn_start_offset)
+                   for s in p0.active_producers}  # fmt: skip
+            assert got == {(A, 0, 1, 1, -1), (B, 0, 2, -1, 3)}
+            assert {s.producer_id: s.last_timestamp for s in p0.active_producers}[B] == 7000
+            assert p1.active_producers == []
+            assert topics[1].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        finally:
+            raw.close()

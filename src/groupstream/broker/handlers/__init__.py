@@ -37,6 +37,7 @@ def load_all() -> dict[int, Handler]:
         acls,
         api_versions,
         configs,
+        describe_producers,
         fetch,
         groups,
         leaders,

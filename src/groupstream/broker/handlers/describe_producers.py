@@ -1,0 +1,55 @@
+"""DescribeProducers: each partition's active producers from its producer state (`ProducerStateManager`): id,
+epoch, last sequence, the max timestamp of its latest batch, the coordinator epoch of its last marker and the
+first offset of its open transaction, which is what ``kafka-transactions.sh find-hanging`` and ``abort
+--start-offset`` look for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groupstream.broker.handlers import handles
+from groupstream.protocol.connection import Request
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.security.acl import Operation, ResourceType
+
+if TYPE_CHECKING:
+    from groupstream.broker.node import Broker
+
+
+@handles("DescribeProducers")
+def handle_describe_producers(broker: Broker, request: Request) -> Any:
+    R = request.api.Response
+    TR = R.TopicResponse
+    PR = TR.PartitionResponse
+    topics_out = []
+    for t in request.body.topics:
+        topic = broker.catalog.get_topic(t.name)
+        denied = not broker.authorizer.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+        parts = []
+        for idx in t.partition_indexes:
+            if denied:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, active_producers=[]))
+                continue
+            if topic is None or not 0 <= idx < topic.partitions:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, active_producers=[]))
+                continue
+            plog = broker.catalog.log(topic.name, idx)
+            if plog.offline is not None:
+                parts.append(PR(partition_index=idx, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=plog.offline,
+                                active_producers=[]))  # fmt: skip
+                continue
+            state = plog.producer_state
+            producers = [
+                PR.ProducerState(
+                    producer_id=pid,
+                    producer_epoch=entry.epoch,
+                    last_sequence=entry.batches[-1].last_sequence if entry.batches else -1,
+                    last_timestamp=entry.last_timestamp,
+                    coordinator_epoch=entry.coordinator_epoch,
+                    current_txn_start_offset=state.txn_first_offset(pid) if pid in state.ongoing_transactions else -1,
+                )
+                for pid, entry in state.producers.items()
+            ]
+            parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, active_producers=producers))
+        topics_out.append(TR(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics_out)
