@@ -6,7 +6,10 @@
 - an open transaction is aborted at its timeout (the last stable offset moves on);
 - DescribeTransactions and ListTransactions show the coordinator's view;
 - kill -9 of the broker: a transaction whose commit was acknowledged is committed after the restart (its
-  markers are written again from the PrepareCommit record), an open one aborts at its timeout.
+  markers are written again from the PrepareCommit record), an open one aborts at its timeout;
+- send_offsets_to_transaction: the offsets are pending (OffsetFetch require_stable answers
+  UNSTABLE_OFFSET_COMMIT) until the transaction ends, committed with it, dropped by an abort, and still
+  committed after the group coordinator reloads its partition.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 1) ->
         def at_end() -> bool:
             m = c.poll(0.2)
             if m is not None and m.error() is None:
-                got.append(m.value())
+                got.append(m.value() or b"")
             positions = c.position([TopicPartition(topic, p) for p in range(partitions)])
             # past the last marker too: the position moves over control batches
             return all(tp.offset >= ends[tp.partition] for tp in positions)
@@ -242,3 +245,64 @@ def test_kill9_with_transactions_in_flight(tmp_path: Path) -> None:
         assert sorted(read_all(b.bootstrap, "txn-kill", "read_committed")) == expected
         for p in (done, open_, last):
             p.purge()
+
+
+OFFSET_FETCH = by_name("OffsetFetch")
+
+
+def fetch_offset(gs: BrokerProcess, group: str, topic: str, stable: bool) -> tuple[int, int]:
+    """(error code, committed offset) of partition 0, by OffsetFetch v7 (``require_stable`` as asked)."""
+    T = OFFSET_FETCH.Request.OffsetFetchRequestTopic
+    r = raw(gs, OFFSET_FETCH, 7, group_id=group, topics=[T(name=topic, partition_indexes=[0])], require_stable=stable)
+    p = r.topics[0].partitions[0]
+    return p.error_code, p.committed_offset
+
+
+def test_send_offsets_to_transaction_commits_them_with_the_transaction(gs: BrokerProcess) -> None:
+    from groupstream.protocol.error_codes import ErrorCode
+
+    create_topic(gs.bootstrap, "txn-in")
+    create_topic(gs.bootstrap, "txn-out")
+    feeder = Producer({"bootstrap.servers": gs.bootstrap})
+    for i in range(6):
+        feeder.produce("txn-in", f"in-{i}".encode())
+    feeder.flush(30)
+    consumer = Consumer({"bootstrap.servers": gs.bootstrap, "group.id": "ctp", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})  # fmt: skip
+    consumer.subscribe(["txn-in"])
+    p = producer(gs.bootstrap, "ctp")
+    try:
+        got: list[Any] = []
+
+        def three_read() -> bool:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+            return len(got) >= 3
+
+        wait_until(three_read, 30, "three input records")
+        got = got[:3]
+
+        def step(records: list[Any], commit: bool) -> None:
+            p.begin_transaction()
+            for m in records:
+                p.produce("txn-out", m.value().replace(b"in", b"out"))
+            last = records[-1]
+            p.send_offsets_to_transaction([TopicPartition("txn-in", 0, last.offset() + 1)],
+                                          consumer.consumer_group_metadata(), 30)  # fmt: skip
+            p.flush(30)
+            # pending: a stable fetch is told to wait, a plain one sees the last committed offset
+            assert fetch_offset(gs, "ctp", "txn-in", True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+
+        step(got, commit=False)
+        assert fetch_offset(gs, "ctp", "txn-in", True) == (0, -1)  # aborted: nothing committed
+        step(got, commit=True)
+        assert fetch_offset(gs, "ctp", "txn-in", True) == (0, 3)
+        assert fetch_offset(gs, "ctp", "txn-in", False) == (0, 3)
+        assert read_all(gs.bootstrap, "txn-out", "read_committed") == [b"out-0", b"out-1", b"out-2"]
+    finally:
+        consumer.close()
+    # the commit survives the group's reload from its log (transactional batch, then the COMMIT marker)
+    gs.restart()
+    wait_until(lambda: fetch_offset(gs, "ctp", "txn-in", True) == (0, 3), 30, "the committed offset after restart")

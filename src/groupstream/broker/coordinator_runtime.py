@@ -411,7 +411,7 @@ class CoordinatorRuntime:
             host.storage_failures = 0
             for record in result.records:
                 shard.replay(record)
-            if self._group_records:
+            if self._group_records and getattr(result.records[0], "producer", None) is None:
                 broker.metrics.coordinator_records(result.records)
             broker.purgatory.notify((self.topic, host.partition), len(batch))
             broker.flusher.appended(plog, plog.config.flush_policy)
@@ -426,9 +426,16 @@ class CoordinatorRuntime:
         waiter.add_done_callback(functools.partial(self._after_flush, host, shard, result))
 
     def _encode(self, records: list[CoordinatorRecord], now_ms: int) -> bytearray:
-        builder = BatchBuilder()
+        # A result of records written inside a transaction (TxnOffsetCommit) carries its producer: they go in
+        # one transactional batch of that producer id and epoch, as Kafka writes them.
+        producer: tuple[int, int] | None = getattr(records[0], "producer", None)
+        if producer is None:
+            builder = BatchBuilder()
+        else:
+            builder = BatchBuilder(producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                                   transactional=True)  # fmt: skip
         for record in records:
-            key, value = self._encode_record(record)
+            key, value = self._encode_record(getattr(record, "record", record) if producer else record)
             builder.append(now_ms, key, value)
         return bytearray(builder.build())
 

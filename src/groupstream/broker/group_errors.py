@@ -117,6 +117,14 @@ def _consumer_group_describe(R: Any, version: int, body: Any, code: int) -> Any:
                        assignor_name="", members=[]) for g in body.group_ids])  # fmt: skip
 
 
+def _txn_offset_commit(R: Any, version: int, body: Any, code: int) -> Any:
+    T = R.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    return R(throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        for t in body.topics])  # fmt: skip
+
+
 _BUILDERS: dict[str, Callable[[Any, int, Any, int], Any]] = {
     "JoinGroup": _join_group,
     "SyncGroup": _sync_group,
@@ -125,6 +133,7 @@ _BUILDERS: dict[str, Callable[[Any, int, Any, int], Any]] = {
     "OffsetCommit": _offset_commit,
     "OffsetFetch": _offset_fetch,
     "OffsetDelete": _offset_delete,
+    "TxnOffsetCommit": _txn_offset_commit,
     "DescribeGroups": _describe_groups,
     "DeleteGroups": _delete_groups,
     "ListGroups": _list_groups,

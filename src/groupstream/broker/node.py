@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from groupstream.broker.authorizer import Authorizer
 from groupstream.broker.cleaner import LogCleaner
@@ -32,6 +32,7 @@ from groupstream.broker.rate_limited_log import RateLimitedLog
 from groupstream.broker.security_handlers import SECURITY_HANDLERS
 from groupstream.broker.server import ANONYMOUS, KafkaConnection
 from groupstream.broker.transaction_wiring import TransactionCoordinator
+from groupstream.coordinator.offsets import coordinator_log_records
 from groupstream.protocol.compiler import CompiledApi
 from groupstream.protocol.messages import APIS
 from groupstream.security.acl_store import AclFileError
@@ -90,7 +91,7 @@ class Broker:
             raise
         self.coordinator = CoordinatorRuntime(
             self, OFFSETS_TOPIC, partitions, shard_factory or default_shard_factory(config),
-            metadata=CatalogTopics(self.catalog),
+            metadata=CatalogTopics(self.catalog), decode=coordinator_log_records,
         )
         try:
             self.transactions = TransactionCoordinator(
@@ -101,6 +102,7 @@ class Broker:
             self.catalog.close()
             self.dir_lock.release()
             raise
+        self.transactions.on_offsets_marker = self._offsets_marker
         self.cleaner = LogCleaner(self.catalog, self.now_ms, config.log_cleaner_backoff_ms)
         # The peer of the request being dispatched, as Kafka reports client hosts ("/127.0.0.1"); the server
         # sets it before each handler call (handlers run one at a time on the loop).
@@ -121,6 +123,12 @@ class Broker:
         self._console_task: asyncio.Task[None] | None = None
         self.storage_warnings = RateLimitedLog(logging.getLogger("groupstream.broker.produce"), logging.WARNING)
         """Produce refused by the disk: a full disk refuses every produce, and the log must not fill the rest."""
+
+    def _offsets_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A transaction's marker reached a `__consumer_offsets` partition: its group shard replays it (the
+        transaction's offsets become committed, or are dropped)."""
+        self.coordinator.call(partition, lambda shard, now: cast(Any, shard).on_transaction_marker(
+            producer_id, commit, now))
 
     @staticmethod
     def now_ms() -> int:

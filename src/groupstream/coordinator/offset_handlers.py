@@ -16,15 +16,23 @@ from groupstream.coordinator.classic_group import ClassicGroup, GroupState
 from groupstream.coordinator.consumer_group import ConsumerGroup
 from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.offsets import NO_EXPIRE_TIMESTAMP, OffsetAndMetadata, is_expired
+from groupstream.coordinator.offsets import (
+    NO_EXPIRE_TIMESTAMP,
+    OffsetAndMetadata,
+    TransactionalRecord,
+    is_expired,
+)
 from groupstream.coordinator.records import group_tombstone, offset_commit_record, offset_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicsView, has_topic_ids
 from groupstream.coordinator.responses import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from groupstream.coordinator.timers import heartbeat_key
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import by_name
 from groupstream.protocol.primitives import ZERO_UUID
 
 __all__ = ["OffsetHandlers"]
+
+TXN_OFFSET_COMMIT = by_name("TxnOffsetCommit")
 
 E = ErrorCode
 _S = GroupState
@@ -184,6 +192,62 @@ class OffsetHandlers:
                 op.schedule(heartbeat_key(group_id, member_id), member.session_timeout_ms)
         return error
 
+    # --- TxnOffsetCommit --------------------------------------------------------------------------------------
+
+    def txn_commit(self, op: Op, req: ShardRequest, metadata: TopicsView) -> None:
+        """Offsets committed inside a transaction: validated as Kafka does for TxnOffsetCommit (KIP-447: the
+        member, generation and static instance when the client sends them, v3+), then written as OffsetCommit
+        records in a transactional batch of the producer; they stay pending until the transaction's marker.
+        The broker checked beforehand that the group's partition is in the producer's ongoing transaction."""
+        body = req.body
+        R = TXN_OFFSET_COMMIT.Response
+        T = R.TxnOffsetCommitResponseTopic
+        P = T.TxnOffsetCommitResponsePartition
+        group_id = str(body.group_id)
+        group_error = self._validate_txn_commit(op, body, group_id)
+        limit = op.ctx.config.offset_metadata_max_bytes
+        topics = []
+        for t in body.topics:
+            count = metadata.partition_count(t.name)
+            parts = []
+            for part in t.partitions:
+                meta = "" if part.committed_metadata is None else str(part.committed_metadata)
+                if count is None or not 0 <= part.partition_index < count:
+                    code = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif group_error is not None:
+                    code = group_error
+                elif len(meta) > limit:
+                    code = E.OFFSET_METADATA_TOO_LARGE
+                else:
+                    code = E.NONE
+                    offset = OffsetAndMetadata(part.committed_offset, part.committed_leader_epoch, meta, op.now_ms)
+                    record = offset_commit_record(group_id, t.name, part.partition_index, offset)
+                    op.write(TransactionalRecord(int(body.producer_id), int(body.producer_epoch), record))  # type: ignore[arg-type]
+                parts.append(P(partition_index=part.partition_index, error_code=int(code)))
+            topics.append(T(name=t.name, partitions=parts))
+        op.respond(req.token, R(throttle_time_ms=0, topics=topics))
+
+    @staticmethod
+    def _validate_txn_commit(op: Op, body: Any, group_id: str) -> ErrorCode | None:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        generation = int(body.generation_id)
+        member_id = str(body.member_id)
+        if generation < 0 and not member_id:
+            return None  # a client without group metadata (TxnOffsetCommit v0-2, or an assign-mode consumer)
+        consumer_group = op.ctx.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            member = consumer_group.members.get(member_id)
+            if member is None:
+                return E.UNKNOWN_MEMBER_ID
+            return None if generation == member.epoch else E.ILLEGAL_GENERATION
+        group = op.ctx.groups.get(group_id)
+        if group is None or group.state is _S.DEAD:
+            return E.ILLEGAL_GENERATION
+        error = group.validate_offset_commit(member_id, body.group_instance_id, generation)
+        # a transactional commit is not sent back to finish a rebalance, as Kafka's transactional check
+        return None if error is E.REBALANCE_IN_PROGRESS else error
+
     # --- OffsetFetch -----------------------------------------------------------------------------------------
 
     def fetch(self, op: Op, req: ShardRequest, metadata: TopicsView) -> None:
@@ -193,7 +257,7 @@ class OffsetHandlers:
         if v < 8:
             group_id = str(body.group_id)
             error = None if group_id else E.INVALID_GROUP_ID
-            topics = self._fetch_group(op, v, group_id, body.topics, metadata, error)
+            topics = self._fetch_group(op, v, group_id, body.topics, metadata, error, _stable(body))
             op.respond(req.token, R(throttle_time_ms=0, topics=topics, error_code=int(error or E.NONE)))
             return
         groups = []
@@ -207,7 +271,7 @@ class OffsetHandlers:
             groups.append(
                 R.OffsetFetchResponseGroup(
                     group_id=group_id,
-                    topics=self._fetch_group(op, v, group_id, g.topics, metadata, error),
+                    topics=self._fetch_group(op, v, group_id, g.topics, metadata, error, _stable(body)),
                     error_code=int(error or E.NONE),
                 )
             )
@@ -221,11 +285,13 @@ class OffsetHandlers:
         requested: Any,
         metadata: TopicsView,
         error: ErrorCode | None,
+        require_stable: bool = False,
     ) -> list[Any]:
         """One group's topics in the response layout of version ``v``.
 
         ``requested`` None means every committed partition (v2+). A group that does not exist has no offsets:
-        each requested partition answers -1, as in Kafka.
+        each requested partition answers -1, as in Kafka. With ``require_stable`` (v7+, KIP-447) a partition
+        with an offset pending in an open transaction answers UNSTABLE_OFFSET_COMMIT, and the client retries.
         """
         R = OFFSET_FETCH.Response
         by_id = v >= _TOPIC_IDS_FROM
@@ -233,7 +299,9 @@ class OffsetHandlers:
         known = group_id in op.ctx.consumer_groups or (group is not None and group.state is not _S.DEAD)
         store = op.ctx.offsets
 
-        def partition(index: int, found: OffsetAndMetadata | None, err: ErrorCode) -> Any:
+        def partition(index: int, found: OffsetAndMetadata | None, err: ErrorCode, topic: str = "") -> Any:
+            if require_stable and err is E.NONE and store.is_pending(group_id, topic, index):
+                found, err = None, E.UNSTABLE_OFFSET_COMMIT
             cls = (
                 R.OffsetFetchResponseTopic.OffsetFetchResponsePartition
                 if v < 8
@@ -267,7 +335,7 @@ class OffsetHandlers:
                     if found_id is None:
                         continue  # a topic without an id (deleted since) cannot be named at this version
                     tid = found_id
-                out.append(topic(name, tid, [partition(p, offsets[p], E.NONE) for p in sorted(offsets)]))
+                out.append(topic(name, tid, [partition(p, offsets[p], E.NONE, name) for p in sorted(offsets)]))
             return out
 
         out = []
@@ -288,7 +356,7 @@ class OffsetHandlers:
                     t.name,
                     t.topic_id,
                     [
-                        partition(p, store.get(group_id, t.name, p) if known and error is None else None, err)
+                        partition(p, store.get(group_id, t.name, p) if known and error is None else None, err, t.name)
                         for p in t.wire.partition_indexes
                     ],
                 )
@@ -399,3 +467,8 @@ class OffsetHandlers:
             else:
                 all_expired = False
         return all_expired
+
+
+def _stable(body: Any) -> bool:
+    """OffsetFetch v7+'s ``require_stable`` (False for older versions, which cannot ask)."""
+    return bool(getattr(body, "require_stable", False))

@@ -40,7 +40,7 @@ from groupstream.coordinator.consumer_records import is_consumer_group_record, r
 from groupstream.coordinator.context import Op, ShardContext
 from groupstream.coordinator.membership import ClassicMembership
 from groupstream.coordinator.offset_handlers import OffsetHandlers
-from groupstream.coordinator.offsets import OffsetAndMetadata
+from groupstream.coordinator.offsets import OffsetAndMetadata, TransactionalRecord, TransactionMarker
 from groupstream.coordinator.records import offset_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicsView
 from groupstream.coordinator.result import CoordinatorRecord, CoordinatorResult, RequestToken
@@ -61,12 +61,12 @@ from groupstream.protocol.group_records import (
 __all__ = ["SUPPORTED_API_KEYS", "DurableState", "GroupCoordinatorShard"]
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE, TXN_OFFSET_COMMIT = 8, 9, 47, 28
 DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS = 42, 15, 16
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
 SUPPORTED_API_KEYS = frozenset(
-    {JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE}
+    {JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE, TXN_OFFSET_COMMIT}
     | {DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE}
 )
 _CLASSIC_MEMBERSHIP_APIS = frozenset({JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP})
@@ -105,9 +105,25 @@ class GroupCoordinatorShard:
 
     # --- the runtime's interface -----------------------------------------------------------------------
 
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord | TransactionalRecord | TransactionMarker) -> None:
         """Apply one record; the only code that changes durable state. Record types this shard does not
-        handle (newer ones, or ones another kind of group owns) are skipped."""
+        handle (newer ones, or ones another kind of group owns) are skipped. Offsets written in a transaction
+        stay pending until its marker: COMMIT replays them as commits, ABORT drops them."""
+        if isinstance(record, TransactionalRecord):
+            inner = record.record
+            if isinstance(inner.key, OffsetCommitKey):
+                value = inner.value
+                offset = OffsetAndMetadata.from_value(value) if isinstance(value, OffsetCommitValue) else None
+                self._ctx.offsets.put_pending(record.producer_id, inner.key.group, inner.key.topic,
+                                              inner.key.partition, offset)  # fmt: skip
+            return
+        if isinstance(record, TransactionMarker):
+            ended = self._ctx.offsets.end_transaction(record.producer_id)
+            if record.commit:
+                for (group, topic, partition), offset in sorted(ended.items()):
+                    self._replay_offset(OffsetCommitKey(group, topic, partition),
+                                        None if offset is None else offset.to_value())  # fmt: skip
+            return
         key = record.key
         if isinstance(key, UnknownRecordKey):
             return
@@ -184,6 +200,8 @@ class GroupCoordinatorShard:
             self._offsets.fetch(op, request, metadata)
         elif key == OFFSET_DELETE:
             self._offsets.delete(op, request)
+        elif key == TXN_OFFSET_COMMIT:
+            self._offsets.txn_commit(op, request, metadata)
         elif key == DELETE_GROUPS:
             self._admin.delete(op, request)
         elif key == DESCRIBE_GROUPS:
@@ -238,6 +256,13 @@ class GroupCoordinatorShard:
             self._consumer_membership.on_loaded(op, self._ctx.consumer_groups[group_id])
         op.schedule(RETENTION_KEY, self._ctx.config.offsets_retention_check_interval_ms)
         return op.result
+
+    def on_transaction_marker(self, producer_id: int, commit: bool, now_ms: int) -> CoordinatorResult:
+        """The transaction coordinator appended producer ``producer_id``'s COMMIT or ABORT marker to this
+        shard's partition: replay it (its transactional offsets become committed, or are dropped), as loading
+        the partition would."""
+        self.replay(TransactionMarker(producer_id, commit))
+        return CoordinatorResult()
 
     def on_topics_deleted(self, topics: Collection[str], now_ms: int) -> CoordinatorResult:
         """Topics were deleted: tombstone every committed offset of theirs, as Kafka's coordinator does, so

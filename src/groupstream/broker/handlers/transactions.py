@@ -14,8 +14,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, cast
 
 from groupstream.broker.coordinator_runtime import ShardStatus
+from groupstream.broker.group_errors import error_response as group_error_response
 from groupstream.broker.handlers import handles
-from groupstream.broker.offsets_topic import TRANSACTION_STATE_TOPIC
+from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from groupstream.broker.transaction_wiring import error_response
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
@@ -206,3 +207,48 @@ def handle_list_transactions(broker: Broker, request: Request) -> Any:
         return R(throttle_time_ms=0, error_code=code, unknown_state_filters=unknown, transaction_states=states)
 
     return asyncio.ensure_future(merge())
+
+
+@handles("TxnOffsetCommit")
+def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
+    """WRITE on the transactional id, READ on the group and on each topic (Kafka's table); then the producer
+    must own the id at this epoch with the group's partition in its ongoing transaction (AddOffsetsToTxn came
+    first), else its offsets could never be ended by a marker; then the group coordinator writes them."""
+    req = request.body
+    auth = broker.authorizer
+    tid = req.transactional_id
+    if not _may_write(broker, tid):
+        return group_error_response(request.api, request.version, req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not auth.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
+        return group_error_response(request.api, request.version, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = [t for t in req.topics if not auth.allowed(Operation.READ, ResourceType.TOPIC, t.name)]
+    if refused:
+        R = request.api.Response
+        T = R.TxnOffsetCommitResponseTopic
+        P = T.TxnOffsetCommitResponsePartition
+        return R(throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in refused else ErrorCode.OPERATION_NOT_ATTEMPTED))
+                for p in t.partitions]) for t in req.topics])  # fmt: skip
+    groups = broker.coordinator
+    partition = groups.partition_for(req.group_id)
+    code = _verify_offsets_in_transaction(broker, request, (OFFSETS_TOPIC, partition))
+    if code != ErrorCode.NONE:
+        return group_error_response(request.api, request.version, req, code)
+    return groups.submit(partition, request.api, request.version, req, request.header.client_id or "",
+                         broker.current_client_host)  # fmt: skip
+
+
+def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: tuple[str, int]) -> int:
+    req = request.body
+    runtime = broker.transactions.runtime
+    tid = req.transactional_id
+    shard = None if runtime is None else runtime.shard(runtime.partition_for(tid))
+    m = None if shard is None else cast(Any, shard).get(tid)
+    if m is None or m.producer_id != req.producer_id:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if m.producer_epoch != req.producer_epoch:
+        return ErrorCode.PRODUCER_FENCED if request.version >= 3 else ErrorCode.INVALID_PRODUCER_EPOCH
+    if m.state is not TxnState.ONGOING or partition not in m.partitions:
+        return ErrorCode.INVALID_TXN_STATE
+    return ErrorCode.NONE
