@@ -433,9 +433,13 @@ class ConsumerMembership:
         if group_epoch > group.assignment_epoch and _may_assign(group, op.now_ms, cfg.consumer_assignment_interval_ms):
             assignor = SERVER_ASSIGNORS[preferred_assignor(change.members.values())]
             new_targets = compute_target(assignor, change.members, targets, change.regexes, change.metadata)
+            held_targets = group.targets
             for mid in sorted(new_targets):
-                if mid not in group.targets or new_targets[mid] != group.targets[mid] or mid == member_id:
-                    records.append(target_member_record(group_id, mid, new_targets[mid]))
+                new, old_target = new_targets[mid], held_targets.get(mid)
+                # Only the members whose target changed get a record (an unchanged target is usually the
+                # very same set: no element-by-element comparison).
+                if old_target is None or (new is not old_target and new != old_target) or mid == member_id:
+                    records.append(target_member_record(group_id, mid, new))
             records.append(target_epoch_record(group_id, group_epoch, op.now_ms))
             target_epoch, target = group_epoch, new_targets.get(member_id, frozenset())
         else:

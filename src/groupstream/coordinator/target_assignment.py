@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import deque
 from collections.abc import Iterable, Mapping
 
+from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
 from groupstream.assignment.types import ClusterView, TopicPartition
+from groupstream.assignment.uniform import UniformAssignor
 from groupstream.coordinator.consumer_group import TopicIdPartition
 from groupstream.coordinator.request import TopicCatalogView
 from groupstream.protocol.consumer_group_records import MemberMetadataValue, TopicMetadata
@@ -55,6 +58,10 @@ def compute_target(
     """The new target of every member. ``current`` (the targets so far) lets sticky assignors keep
     partitions where they are; partitions of topics that no longer exist are dropped from it."""
     by_name = {t.name: t for t in metadata}
+    if isinstance(assignor, UniformAssignor):
+        fast = _uniform_same_subscriptions(members, current, resolved, by_name)
+        if fast is not None:
+            return fast
     # One lookup per partition each way: (name, partition count) by topic id, and topic id by name.
     topic_of = {t.topic_id: (t.name, t.partitions) for t in by_name.values()}
     id_of = {name: t.topic_id for name, t in by_name.items()}
@@ -77,3 +84,96 @@ def compute_target(
         member_id: frozenset([(id_of[tp.topic], tp.partition) for tp in result.get(member_id, ())])
         for member_id in members
     }
+
+
+def _uniform_same_subscriptions(
+    members: Mapping[str, MemberMetadataValue],
+    current: Mapping[str, frozenset[TopicIdPartition]],
+    resolved: Mapping[str, Iterable[str]],
+    by_name: Mapping[str, TopicMetadata],
+) -> dict[str, frozenset[TopicIdPartition]] | None:
+    """``uniform`` when every member subscribes alike (the usual group), computed on the partitions as the
+    group holds them: the same result as the assignor's balanced sticky assignment (quotas by what each
+    member holds, each keeping its lowest partition numbers up to its quota, the rest dealt round-robin in
+    topic and partition order), without converting every partition to a named one and back. A member whose
+    target does not change keeps the very same set. None: subscriptions differ (or name nothing that
+    exists), and the assignor runs."""
+    first: tuple[tuple[str, ...], str | None] | None = None
+    md0: MemberMetadataValue | None = None
+    for md in members.values():
+        key = (md.subscribed_topics, md.subscribed_regex)
+        if first is None:
+            first, md0 = key, md
+        elif key != first:
+            return None
+    if md0 is None:
+        return {}
+    topics = sorted(t for t in subscribed_topics(md0, resolved) if t in by_name and by_name[t].partitions > 0)
+    if not topics:
+        return None
+    order = sorted(members, key=java_string_key)
+    n = len(order)
+    topic_of = {by_name[t].topic_id: (t, by_name[t].partitions) for t in topics}
+    # Who claims each partition (per topic, by number: int keys hash in C); a partition two members claim
+    # is nobody's, as resolve_claims decides for claims of the same generation.
+    claims: dict[uuid.UUID, dict[int, str | None]] = {tid: {} for tid in topic_of}
+    held: dict[str, list[TopicIdPartition]] = {}
+    for member_id in order:
+        mine: list[TopicIdPartition] = []
+        last: uuid.UUID | None = None
+        topic: tuple[str, int] | None = None
+        numbers: dict[int, str | None] = {}
+        for tp in current.get(member_id, ()):
+            tid, p = tp
+            if tid is not last:
+                last, topic = tid, topic_of.get(tid)
+                if topic is not None:
+                    numbers = claims[tid]
+            if topic is None or not 0 <= p < topic[1]:
+                continue
+            if numbers.setdefault(p, member_id) != member_id:
+                numbers[p] = None
+            mine.append(tp)
+        held[member_id] = mine
+    for member_id, mine in held.items():
+        kept = []
+        last = None
+        for tp in mine:
+            if tp[0] is not last:  # one topic's partitions share its id object: one lookup per run
+                last = tp[0]
+                numbers = claims[last]
+            if numbers.get(tp[1]) == member_id:
+                kept.append(tp)
+        held[member_id] = kept
+    total = sum(count for _, count in topic_of.values())
+    base, extra = divmod(total, n)
+    rank = {m: i for i, m in enumerate(order)}
+    by_claims = sorted(order, key=lambda m: (-len(held[m]), rank[m]))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_claims)}
+    name_of = {tid: name for tid, (name, _) in topic_of.items()}
+    result: dict[str, list[TopicIdPartition]] = {}
+    taken: dict[uuid.UUID, set[int]] = {tid: set() for tid in topic_of}
+    for m in order:
+        mine = held[m]
+        if len(mine) > quota[m]:
+            mine = sorted(mine, key=lambda tp: (tp[1], name_of[tp[0]]))[: quota[m]]
+        result[m] = mine
+        for tid, p in mine:
+            taken[tid].add(p)
+    unchanged = {m for m in order if m in current and len(result[m]) == len(current[m]) == quota[m]}
+    waiting = deque(m for m in order if len(result[m]) < quota[m])
+    for name in topics:
+        tid = by_name[name].topic_id
+        taken_here = taken[tid]
+        for p in range(by_name[name].partitions):
+            if p in taken_here:
+                continue
+            m = waiting.popleft()
+            result[m].append((tid, p))
+            if len(result[m]) < quota[m]:
+                waiting.append(m)
+    return {
+        member_id: current[member_id] if member_id in unchanged else frozenset(result[member_id])
+        for member_id in members
+    }
+
