@@ -306,3 +306,26 @@ def test_send_offsets_to_transaction_commits_them_with_the_transaction(gs: Broke
     # the commit survives the group's reload from its log (transactional batch, then the COMMIT marker)
     gs.restart()
     wait_until(lambda: fetch_offset(gs, "ctp", "txn-in", True) == (0, 3), 30, "the committed offset after restart")
+
+
+ELECT = by_name("ElectLeaders")
+
+
+def test_moving_the_transaction_coordinator_keeps_the_open_transaction(gs: BrokerProcess) -> None:
+    """ElectLeaders on the id's `__transaction_state` partition reloads its shard from the log, as a Kafka
+    coordinator move does: the producer finds the coordinator again and its open transaction commits."""
+    from groupstream.broker.group_routing import partition_for
+
+    create_topic(gs.bootstrap, "txn-move")
+    p = producer(gs.bootstrap, "moved")
+    p.begin_transaction()
+    p.produce("txn-move", b"before")
+    p.flush(30)
+    TP = ELECT.Request.TopicPartitions
+    r = raw(gs, ELECT, 2, election_type=0, timeout_ms=10_000,
+            topic_partitions=[TP(topic="__transaction_state", partitions=[partition_for("moved", 50)])])
+    assert r.replica_election_results[0].partition_result[0].error_code == 0
+    assert describe(gs, "moved").transaction_state == "Ongoing"
+    p.produce("txn-move", b"after")
+    p.commit_transaction(30)
+    assert read_all(gs.bootstrap, "txn-move", "read_committed") == [b"before", b"after"]

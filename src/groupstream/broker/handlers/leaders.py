@@ -1,8 +1,8 @@
 """ElectLeaders: on one node, the only election with an effect is the group coordinator's.
 
 A data partition's one replica is always its preferred leader, so electing it answers ELECTION_NOT_NEEDED, as
-Kafka does for a partition already led by its preferred replica. An election on an `__consumer_offsets`
-partition is what a leader change does to a Kafka coordinator: the shard is unloaded (its parked requests and
+Kafka does for a partition already led by its preferred replica. An election on an `__consumer_offsets` (or
+`__transaction_state`) partition is what a leader change does to a Kafka coordinator: the shard is unloaded (its parked requests and
 every request until it serves again get NOT_COORDINATOR, so clients look the coordinator up again) and loaded
 afresh from its log. This is our coordinator failover, reachable from any admin client and from
 ``groupstream leader-election``. A request naming no partitions (Kafka's "all partitions") elects nothing:
@@ -15,7 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
-from groupstream.broker.offsets_topic import OFFSETS_TOPIC
+from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation
@@ -56,9 +56,12 @@ async def _elect(broker: Broker, topic: str, partition: int, timeout_s: float) -
     info = broker.catalog.get_topic(topic)
     if info is None or not 0 <= partition < info.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist"
-    if topic != OFFSETS_TOPIC:
+    if topic == OFFSETS_TOPIC:
+        runtime = broker.coordinator
+    elif topic == TRANSACTION_STATE_TOPIC and broker.transactions.runtime is not None:
+        runtime = broker.transactions.runtime
+    else:
         return ErrorCode.ELECTION_NOT_NEEDED, f"{topic}-{partition} is already led by its preferred replica"
-    runtime = broker.coordinator
     runtime.unload(partition)
     try:
         await asyncio.wait_for(asyncio.shield(runtime.reload(partition)), timeout_s)
