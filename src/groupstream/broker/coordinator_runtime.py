@@ -273,11 +273,13 @@ class CoordinatorRuntime:
     async def _load(self, host: _Host, shard: Shard) -> None:
         started = time.monotonic()
         plog = host.plog
-        end = plog.log_end_offset  # nobody else writes this partition, and we do not while loading
+        # We do not write while loading, but the transaction coordinator may append a marker to an
+        # `__consumer_offsets` partition meanwhile: the load reads to the end as it is when it finishes (no
+        # await between the last check and serving), so such a marker is replayed here.
         offset = plog.log_start_offset
         count = 0
         try:
-            while offset < end:
+            while offset < (end := plog.log_end_offset):
                 try:
                     chunk = plog.read(offset, self.load_chunk_bytes, max_offset=end)
                 except OffsetOutOfRange:
