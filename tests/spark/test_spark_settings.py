@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 from spark_kit import fill, new_topic, run_cli
 
 from groupstream.spark.pipeline import PipelineError, load_pipeline, parse_conf
-from support.brokers import BrokerProcess, free_port, groupstream_command
+from support.brokers import BrokerProcess, groupstream_command
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.compat
@@ -114,39 +113,6 @@ def test_a_data_source_spark_cannot_find_names_the_python_it_runs(broker: Broker
     error = proc.stderr.strip().splitlines()[-1]
     assert "DATA_SOURCE_NOT_FOUND" in error and f"PYSPARK_PYTHON={base}" in error, proc.stderr[-3000:]
     assert "every executor" in error and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-
-
-@pytest.fixture
-def master(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A standalone Master with no worker: ``(spark://host:port, web UI port)``."""
-    import pyspark
-
-    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    port, ui = free_port(), free_port()
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
-    with (tmp_path / "master.log").open("wb") as log:
-        proc = subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                 "--port", str(port), "--webui-port", str(ui)], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)  # fmt: skip
-
-    def alive() -> bool:
-        assert proc.poll() is None, (tmp_path / "master.log").read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as answer:
-                return bool(json.loads(answer.read()).get("status") == "ALIVE")
-        except OSError:
-            return False
-
-    try:
-        wait_until(alive, 90, "the standalone master to answer", interval_s=0.5)
-        yield f"spark://127.0.0.1:{port}", ui
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
 
 
 @pytest.mark.slow
