@@ -127,7 +127,9 @@ def reconcile(
     elif member.state is MemberState.STABLE and member.epoch == target_epoch:
         return _revoke_now(member, gone, owned, reported_epoch) if gone else member
     if subscribed is not None:
-        target = frozenset(target) - _of_other_topics(target, subscribed)
+        other = _of_other_topics(target, subscribed)
+        if other:
+            target = frozenset(target) - other
     return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch)
 
 
@@ -186,11 +188,14 @@ def _next(
                                 MemberState.UNREVOKED_PARTITIONS, keep, revoke,
                                 epochs_for(member, keep | revoke, member.epoch))  # fmt: skip
     # Nothing to revoke, or nothing the member still owns: what goes away is released now.
-    new = target - member.assigned
-    free = frozenset(p for p in new if owner_of(p) in (None, member.member_id))
-    state = MemberState.STABLE if free == new else MemberState.UNRELEASED_PARTITIONS
+    new = target - member.assigned if member.assigned else target
+    me = member.member_id
+    blocked = [p for p in new if owner_of(p) not in (None, me)]
     previous = member.epoch if member.epoch != target_epoch else member.previous_epoch
-    held = keep | free
+    if blocked:
+        state, held = MemberState.UNRELEASED_PARTITIONS, keep | new.difference(blocked)
+    else:
+        state, held = MemberState.STABLE, target  # keep | new is the target: the very same set, no copy
     return MemberAssignment(member.member_id, target_epoch, previous, state, held,
                             partition_epochs=epochs_for(member, held, target_epoch))  # fmt: skip
 
