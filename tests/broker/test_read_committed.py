@@ -233,3 +233,51 @@ def test_describe_producers_names_the_open_transaction_holding_the_lso_back(tmp_
             assert topics[1].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
         finally:
             raw.close()
+
+
+# -- with the transaction coordinator: confluent-kafka's transactional producer and read_committed consumer --
+
+
+def test_confluent_read_committed_waits_at_an_open_transaction_and_is_woken_by_its_commit(tmp_path: Path) -> None:
+    """A read_committed long poll (fetch.wait.max.ms 30 s, so only a wake answers it in time) parked behind an
+    open transaction sees its records as soon as the commit marker moves the LSO, and not before."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from support.brokers import BrokerKind, BrokerProcess
+
+    with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path / "b") as broker:
+        bootstrap = broker.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert admin.create_topics([NewTopic("wake", 1, 1)])["wake"].result(30) is None
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "wake-1", "linger.ms": 0})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("wake", b"before")
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce("wake", b"open")
+        assert p.flush(30) == 0  # written, not committed
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wake-reader", "isolation.level": "read_committed",
+                      "enable.auto.commit": False, "fetch.wait.max.ms": 30_000})  # fmt: skip
+        try:
+            c.assign([TopicPartition("wake", 0, 0)])
+            got: list[bytes] = []
+
+            def receive(n: int) -> bool:
+                m = c.poll(0.1)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+                return len(got) >= n
+
+            wait_until(lambda: receive(1), timeout_s=30, what="the committed record")
+            assert got == [b"before"]
+            c.poll(1.0)  # the consumer's next fetch parks at the LSO
+            assert got == [b"before"]
+            began = time.monotonic()
+            p.commit_transaction(30)
+            wait_until(lambda: receive(2), timeout_s=60, what="the record of the committed transaction")
+            assert got == [b"before", b"open"]
+            assert time.monotonic() - began < 10, "the commit marker did not wake the parked read_committed fetch"
+        finally:
+            c.close()

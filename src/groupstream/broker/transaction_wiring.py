@@ -144,7 +144,7 @@ class TransactionCoordinator:
             except (UnknownTopicError, KeyError, StorageError):
                 continue  # the topic was deleted: no partition is left to mark
             try:
-                plog.append_marker(job.producer_id, job.producer_epoch, job.commit, COORDINATOR_EPOCH, now)
+                marker = plog.append_marker(job.producer_id, job.producer_epoch, job.commit, COORDINATOR_EPOCH, now)
             except StaleMarkerError as e:
                 log.info("transaction %r: %s (a newer epoch ended it there)", job.transactional_id, e)
                 continue
@@ -153,7 +153,9 @@ class TransactionCoordinator:
                             "commit" if job.commit else "abort", topic, index, e)  # fmt: skip
                 failed.add((topic, index))
                 continue
-            broker.purgatory.notify((topic, index), 0)
+            # The marker's bytes wake the fetches parked on the partition; a read_committed one re-reads (the
+            # marker moved the last stable offset) and parks again while too little is readable.
+            broker.purgatory.notify((topic, index), marker.size_bytes)
             broker.flusher.appended(plog, plog.config.flush_policy)
             waits.append(broker.flusher.wait_flushed(plog, plog.log_end_offset))
             if topic == OFFSETS_TOPIC and self.on_offsets_marker is not None:

@@ -434,7 +434,7 @@ class PartitionLog:
             self._log_end = next_offset
         for producer_id, first in txn_starts:  # a transactional batch in the log opens its transaction
             self.producer_state.update_txn(producer_id, first)
-        return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, self._log_start)
+        return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, self._log_start, total)
 
     def append_checked(
         self, batches: bytearray, now_ms: int

@@ -4,7 +4,7 @@ the broker's LogAppendTime stamped into the header of a topic that uses it."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT, compute_crc
 
@@ -19,6 +19,8 @@ class AppendInfo:
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
+    # Bytes written (what a fetch purgatory counts toward min_bytes); not part of the append's identity.
+    size_bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

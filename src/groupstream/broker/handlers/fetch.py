@@ -62,12 +62,13 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
             by_data = await woken
             later, later_total, later_keys, later_failed, later_sizes = _collect(broker, request, denied)
             # Bytes of open transactions wake a read_committed fetch but are not its to read: it waits on
-            # for the last stable offset to move (a marker) until min_bytes are readable or its time is up.
+            # for the last stable offset to move until min_bytes are readable or its time is up. Any append
+            # (a marker moves the LSO over bytes counted before) wakes it to read again.
             left_ms = int((deadline - loop.time()) * 1000)
             if (not read_committed or not by_data or later_total >= req.min_bytes or later_failed or left_ms <= 0
                     or not later_keys):  # fmt: skip
                 return _counted(broker, later, later_sizes)
-            woken = broker.purgatory.watch(later_keys, req.min_bytes - later_total, left_ms)
+            woken = broker.purgatory.watch(later_keys, 1, left_ms)
 
     return asyncio.ensure_future(answer_later())
 
