@@ -329,3 +329,29 @@ def test_moving_the_transaction_coordinator_keeps_the_open_transaction(gs: Broke
     p.produce("txn-move", b"after")
     p.commit_transaction(30)
     assert read_all(gs.bootstrap, "txn-move", "read_committed") == [b"before", b"after"]
+
+
+def test_kafka_python_transactional_producer_with_offsets(gs: BrokerProcess) -> None:
+    """kafka-python 3.0's transactional producer (AddPartitionsToTxn v3, EndTxn v3, TxnOffsetCommit v3):
+    commit and abort, and offsets sent with a transaction under a bare group id (the simple form)."""
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTP
+
+    create_topic(gs.bootstrap, "txn-kp")
+    p = KafkaProducer(bootstrap_servers=gs.bootstrap, transactional_id="kp")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("txn-kp", b"kp-committed")
+        p.send_offsets_to_transaction({KTP("txn-kp", 0): OffsetAndMetadata(42, "", -1)}, "kp-group")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("txn-kp", b"kp-aborted")
+        p.send_offsets_to_transaction({KTP("txn-kp", 0): OffsetAndMetadata(99, "", -1)}, "kp-group")
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    assert read_all(gs.bootstrap, "txn-kp", "read_committed") == [b"kp-committed"]
+    assert fetch_offset(gs, "kp-group", "txn-kp", True) == (0, 42)
