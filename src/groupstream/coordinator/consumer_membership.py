@@ -451,9 +451,12 @@ class ConsumerMembership:
         owners = group.owners
         replaced_id = None if replaced is None else replaced.member_id
 
-        def owner_of(p: TopicIdPartition) -> str | None:
+        def replacing_owner_of(p: TopicIdPartition) -> str | None:
             owner = owners.get(p)
             return member_id if owner is not None and owner == replaced_id else owner
+
+        # The owners index itself answers unless a static member's old incarnation is being replaced.
+        owner_of: Callable[[TopicIdPartition], str | None] = owners.get if replaced_id is None else replacing_owner_of
 
         current = member.assignment
         subscribed_ids = _topic_ids(md, change.regexes, topics)

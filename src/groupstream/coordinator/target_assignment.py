@@ -10,6 +10,7 @@ import re
 import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 
 from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
@@ -156,7 +157,7 @@ def _uniform_same_subscriptions(
     for m in order:
         mine = held[m]
         if len(mine) > quota[m]:
-            mine = sorted(mine, key=lambda tp: (tp[1], name_of[tp[0]]))[: quota[m]]
+            mine = _lowest_numbers(mine, name_of, quota[m])
         result[m] = mine
         for tid, p in mine:
             taken[tid].add(p)
@@ -177,3 +178,22 @@ def _uniform_same_subscriptions(
         for member_id in members
     }
 
+
+
+def _lowest_numbers(
+    partitions: list[TopicIdPartition], name_of: Mapping[uuid.UUID, str], n: int
+) -> list[TopicIdPartition]:
+    """The ``n`` partitions with the lowest numbers, ties by topic name (the assignor's order for what a
+    member keeps); topic names looked up once per run of one topic's partitions, not once per partition."""
+    if len(name_of) == 1:
+        return sorted(partitions, key=itemgetter(1))[:n]
+    keyed = []
+    last: uuid.UUID | None = None
+    name = ""
+    for tp in partitions:
+        if tp[0] is not last:
+            last = tp[0]
+            name = name_of[last]
+        keyed.append((tp[1], name, tp))
+    keyed.sort(key=itemgetter(0, 1))
+    return [k[2] for k in keyed[:n]]
