@@ -8,13 +8,17 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
   listeners take turns; the median of the rounds and the best, and the ratio of the medians of TLS (SSL, and
   SASL_SSL with SCRAM-SHA-256) to PLAINTEXT. Medians, because on a machine shared with other work a single lucky
   or unlucky run moves a best-of ratio by half.
+- Our own Producer (``--ours``, the 1 KB case): the same produce over the same listeners, so that our client's TLS
+  path (records gathered into 16 KB TLS records, one encryption call per request) is measured too; librdkafka
+  writes a TLS record per buffer (about 2 KB in a 1 KB produce), which costs the broker's OpenSSL a record's
+  overhead each.
 - Connection set-up: a blocking client of our own codec opens a connection and is ready to send requests
   (TCP connect, TLS handshake where there is one, ApiVersions, SaslHandshake and the SCRAM exchange where there is
   one), ``--connections`` times per case; median and 95th percentile. The SCRAM client's PBKDF2 (4096 iterations)
   is part of what a client pays, so it is in the figures; the broker's share is a few HMACs.
 
     .venv/bin/python bench/security.py [--records 500000,200000] [--value-size 100,1024] [--partitions 6]
-        [--repeat 3] [--connections 200] [--write-results]
+        [--repeat 3] [--connections 200] [--ours] [--write-results]
 """
 
 from __future__ import annotations
@@ -87,6 +91,55 @@ def produce(conf: dict[str, Any], topic: str, case: Case) -> float:
 
 
 THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
+
+
+def ours_produce(conf: dict[str, Any], topic: str, case: Case) -> float:
+    """Our Producer with the settings of confluent-kafka's here (acks=all, linger.ms=10, no compression):
+    seconds from the first produce() to the end of the flush, connected and authenticated before."""
+    from groupstream import Producer
+
+    value = bytes(range(256)) * (case.value_size // 256) + bytes(case.value_size % 256)
+    settings = {"acks": "all", "linger.ms": 10, "compression.type": "none", "batch.size": 1_000_000}
+    with Producer({**conf, **settings}) as producer:
+        producer.produce(topic, b"warm-up").result(30)
+        produce = producer.produce
+        start = time.perf_counter()
+        last = None
+        for _ in range(case.records):
+            last = produce(topic, value)
+        left = producer.flush(300)
+        elapsed = time.perf_counter() - start
+        assert last is not None and last.result(0).offset >= 0
+    if left:
+        raise RuntimeError(f"ours: {left} records not delivered")
+    return elapsed
+
+
+def ours_throughput(broker: Broker, pki: Pki, case: Case, partitions: int, repeat: int) -> dict[str, list[float]]:
+    """Produce seconds of our Producer per listener, the listeners taking turns within a round."""
+    runs: dict[str, list[float]] = {}
+    for r in range(repeat):
+        for listener in THROUGHPUT_LISTENERS:
+            conf = client_conf(broker, pki, listener)
+            topic = f"ours-{listener.lower()}-{r}"
+            create_topic(conf, topic, partitions)
+            runs.setdefault(listener, []).append(ours_produce(conf, topic, case))
+            print(f"  ours {case!s:<16} {listener:<10} run {r + 1}: produce "
+                  f"{case.records / runs[listener][-1]:>10,.0f} rec/s", flush=True)  # fmt: skip
+    return runs
+
+
+def ours_table(runs: dict[str, list[float]], case: Case) -> str:
+    base = statistics.median(runs["PLAINTEXT"])
+    lines = ["| our Producer, " + f"{case} | produce rec/s median (best) | produce MB/s | vs plaintext |",
+             "|---|---:|---:|---:|"]  # fmt: skip
+    for listener in THROUGHPUT_LISTENERS:
+        med = statistics.median(runs[listener])
+        name = "SASL_SSL (SCRAM-SHA-256)" if listener == "SASL_SSL" else listener
+        ratio = "" if listener == "PLAINTEXT" else f"**{base / med:.2f}x**"
+        lines.append(f"| {name} | {case.records / med:,.0f} ({case.records / min(runs[listener]):,.0f}) | "
+                     f"{case.records * case.value_size / 1e6 / med:.1f} | {ratio} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 Runs = dict[tuple[str, Case], list[tuple[float, float]]]
@@ -212,6 +265,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs per case and listener; the fastest is reported")
     ap.add_argument("--connections", type=int, default=200, help="connections timed per set-up case")
+    ap.add_argument("--ours", action="store_true", help="also our Producer over each listener (the largest case)")
     ap.add_argument("--write-results", action="store_true", help="update the security section of bench/RESULTS.md")
     args = ap.parse_args()
     cases = parse_cases(ap, args.records, args.value_size)
@@ -231,7 +285,11 @@ def main() -> int:
             setup = setup_table(times, pbkdf2)
             print(setup, flush=True)
             runs = throughput(broker, pki, cases, args.partitions, args.repeat)
+            largest = max(cases, key=lambda c: c.value_size)
+            ours = ours_throughput(broker, pki, largest, args.partitions, args.repeat) if args.ours else None
     tput = throughput_table(runs, cases, args.partitions)
+    if ours is not None:
+        tput += "\n\n" + ours_table(ours, largest)
     print()
     print(tput)
     if args.write_results:
@@ -245,8 +303,8 @@ def main() -> int:
             f"of the medians. MB/s counts value bytes (10^6 B), at the median. Load average at the start "
             f"{load}: the two cores are shared with other work, which is why the figures are medians.\n\n"
             f"Command: `python bench/security.py --records {args.records} --value-size {args.value_size} "
-            f"--partitions {args.partitions} --repeat {args.repeat} --connections {args.connections} "
-            f"--write-results`\n\n{tput}\n\n"
+            f"--partitions {args.partitions} --repeat {args.repeat} --connections {args.connections}"
+            f"{' --ours' if args.ours else ''} --write-results`\n\n{tput}\n\n"
             f"Connection set-up, from connect() until the connection may send requests (a blocking client of our "
             f"codec, {args.connections} connections per case, cases interleaved):\n\n{setup}",
         )
