@@ -1,10 +1,12 @@
 """The client's ``security.protocol``, TLS and SASL settings (Kafka's, librdkafka's and Java's names), and the
 client side of the SASL mechanisms as pure token exchanges.
 
-`SecurityConfig.read` builds the ``ssl.SSLContext`` once (it reads the PEM files, so a missing or bad file fails
-at construction with the property named); the connections only wrap it around memory BIOs (`TlsSession`), so the
-connection state machine stays free of I/O. `SaslExchange` turns server tokens into client tokens and holds no
-socket and no clock; the SCRAM nonce is drawn by the caller.
+`SecurityConfig.read` builds the ``ssl.SSLContext`` once (it reads the PEM or PKCS12 files, so a missing or bad
+file fails at construction with the property named); the connections only wrap it around memory BIOs
+(`TlsSession`), so the connection state machine stays free of I/O. `SaslExchange` turns server tokens into client
+tokens and holds no socket and no clock; the SCRAM nonce is drawn by the caller, and OAUTHBEARER's token comes from
+the settings' `TokenCache` (``oauth_cb``, ``sasl.oauthbearer.method=oidc`` or the unsecured builder, see
+`groupstream.security.oauth_client`), built here once per client and shared by its connections.
 """
 
 from __future__ import annotations
