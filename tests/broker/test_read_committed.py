@@ -281,3 +281,70 @@ def test_confluent_read_committed_waits_at_an_open_transaction_and_is_woken_by_i
             assert time.monotonic() - began < 10, "the commit marker did not wake the parked read_committed fetch"
         finally:
             c.close()
+
+
+def test_aiokafka_and_kafka_python_read_committed_skip_aborted_records(tmp_path: Path) -> None:
+    """Two more read_committed consumers over transactions of confluent-kafka's producer: each drops the aborted
+    transaction's records by the fetch response's aborted_transactions list, and stops before the open one."""
+    import asyncio as aio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTP
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTP
+
+    from support.brokers import BrokerKind, BrokerProcess
+
+    with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path / "b") as broker:
+        bootstrap = broker.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert admin.create_topics([NewTopic("peers", 1, 1)])["peers"].result(30) is None
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "peers-1", "linger.ms": 0})
+        p.init_transactions(30)
+        for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True), (b"a2", False), (b"c3", True)):
+            p.begin_transaction()
+            p.produce("peers", value)
+            p.produce("peers", value + b"-second")
+            assert p.flush(30) == 0  # in the log before the abort (an abort drops what is still unsent)
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+        p.begin_transaction()
+        p.produce("peers", b"open")
+        assert p.flush(30) == 0
+        expected = [b"c1", b"c1-second", b"c2", b"c2-second", b"c3", b"c3-second"]
+
+        async def with_aiokafka() -> list[bytes]:
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                 enable_auto_commit=False, fetch_max_wait_ms=100)  # fmt: skip
+            await c.start()
+            try:
+                tp = AioTP("peers", 0)
+                c.assign([tp])
+                await c.seek_to_beginning(tp)
+                got: list[bytes] = []
+                deadline = time.monotonic() + 30
+                while len(got) < len(expected) and time.monotonic() < deadline:
+                    batch = await c.getmany(tp, timeout_ms=200)
+                    got.extend(m.value for m in batch.get(tp, []))
+                got.extend(m.value for m in (await c.getmany(tp, timeout_ms=1000)).get(tp, []))  # nothing more
+                return got
+            finally:
+                await c.stop()
+
+        assert aio.run(with_aiokafka()) == expected
+        for isolation, want in (("read_committed", expected), ("read_uncommitted", None)):
+            kc = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                               fetch_max_wait_ms=100, consumer_timeout_ms=3000)  # fmt: skip
+            try:
+                kc.assign([KpTP("peers", 0)])
+                kc.seek_to_beginning()
+                got = [m.value for m in kc]  # the iterator ends after 3 s without a record
+            finally:
+                kc.close()
+            if want is not None:
+                assert got == want
+            else:  # the aborted records are in the log: only the isolation level hides them
+                assert got == [b"c1", b"c1-second", b"a1", b"a1-second", b"c2", b"c2-second", b"a2", b"a2-second",
+                               b"c3", b"c3-second", b"open"]  # fmt: skip
+        p.abort_transaction(30)
