@@ -111,19 +111,32 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     return frozenset(out)
 
 
-def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> dict[TopicIdPartition, int]:
-    """The recorded assignment epochs (KIP-1251) that differ from ``own`` (what a missing one means); topics
-    recorded without them, or all at ``own``, contribute none (checked on the ints, before any partition is
-    looked up)."""
+def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> tuple[int, dict[TopicIdPartition, int]]:
+    """The recorded assignment epochs (KIP-1251) as (the most common one, the others by partition): a member
+    usually holds all its partitions from one epoch. Partitions recorded without epochs count as given at
+    ``own`` (the member's epoch). Counted on the ints; partitions are looked up only for the exceptions."""
+    counts: Counter[int] = Counter()
+    for t in items:
+        if t.assignment_epochs is None:
+            counts[own] += len(t.partitions)
+        else:
+            counts.update(t.assignment_epochs)
+    if not counts:
+        return own, {}
+    common = max(counts.items(), key=lambda kv: (kv[1], kv[0] == own, -kv[0]))[0]
     out: dict[TopicIdPartition, int] = {}
     for t in items:
         epochs = t.assignment_epochs
-        if epochs is None or epochs.count(own) == len(epochs):
+        if epochs is None:
+            if own != common:
+                out.update(((t.topic_id, p), own) for p in t.partitions)
+            continue
+        if epochs.count(common) == len(epochs):
             continue
         for p, e in zip(t.partitions, epochs, strict=False):
-            if e != own:
+            if e != common:
                 out[(t.topic_id, p)] = e
-    return out
+    return common, out
 
 
 def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:
@@ -322,7 +335,8 @@ class ConsumerGroup:
             pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
             # Only the epochs that differ from the member's own are kept: a missing one means exactly that
             # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
-            epochs = _partition_epochs(value.assigned + value.pending_revocation, max(value.member_epoch, 0))
+            own = max(value.member_epoch, 0)
+            given_at, epochs = _partition_epochs(value.assigned + value.pending_revocation, own)
             target = self.targets.get(member_id)
             if target is not None and target == assigned:
                 # A reconciled member holds its target: share the set, and key the epochs by its partitions,
@@ -332,7 +346,7 @@ class ConsumerGroup:
                     epochs = {p: epochs[p] for p in target if p in epochs}
             member.assignment = MemberAssignment(
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
-                assigned, pending, epochs or NO_EPOCHS,
+                assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
             )  # fmt: skip
             for p in member.assignment.holds():
                 self.owners[p] = member_id

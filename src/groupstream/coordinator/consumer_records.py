@@ -90,7 +90,7 @@ def _with_epochs(
 
 
 def current_assignment_record(group_id: str, a: MemberAssignment) -> CoordinatorRecord:
-    known, default = a.partition_epochs, max(a.epoch, 0)
+    known, default = a.partition_epochs, a.default_epoch()
     value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), _with_epochs(a.assigned, known, default),
                                          _with_epochs(a.pending_revocation, known, default))  # fmt: skip
     return CoordinatorRecord(CURRENT_ASSIGNMENT, ConsumerMemberKey(group_id, a.member_id), _VALUE_VERSION, value)

@@ -61,6 +61,14 @@ class MemberAssignment:
     # not sorted pairs: sorting pairs keyed by topic UUIDs (compared in Python) was most of the cost of a
     # member taking thousands of partitions, and equality does not need an order.
     partition_epochs: Mapping[Partition, int] = field(default_factory=lambda: NO_EPOCHS)
+    # The epoch a held partition missing from ``partition_epochs`` was given at; -1: the member's epoch
+    # (never below 0). A member that kept its partitions across rebalances holds them all from one older
+    # epoch: that one number instead of a map per member.
+    given_at: int = -1
+
+    def default_epoch(self) -> int:
+        """The epoch of a held partition ``partition_epochs`` does not list."""
+        return self.given_at if self.given_at >= 0 else max(self.epoch, 0)
 
     def holds(self) -> frozenset[Partition]:
         """What no other member may be given: assigned, or still to be revoked."""
@@ -72,9 +80,9 @@ class MemberAssignment:
         member's epoch, never below 0, as in Kafka. Read-only: it may be the assignment's own mapping."""
         known = self.partition_epochs
         held = self.holds()
-        if len(known) == len(held):  # complete (every assignment reconcile makes is): nothing to fill in
+        if len(known) == len(held):  # complete: nothing to fill in
             return known
-        default = max(self.epoch, 0)
+        default = self.default_epoch()
         return {p: known.get(p, default) for p in held}
 
 
@@ -91,7 +99,7 @@ def epochs_for(
     for p, e in known.items():
         if e != skip and p in held:
             out[p] = e
-    old_default = max(member.epoch, 0)
+    old_default = member.default_epoch()
     if old_default != skip:
         for p in member.holds():
             if p not in known and p in held:
