@@ -335,11 +335,11 @@ def test_aiokafka_and_kafka_python_read_committed_skip_aborted_records(tmp_path:
         assert aio.run(with_aiokafka()) == expected
         for isolation, want in (("read_committed", expected), ("read_uncommitted", None)):
             kc = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
-                               fetch_max_wait_ms=100, consumer_timeout_ms=3000)  # fmt: skip
+                               fetch_max_wait_ms=100, consumer_timeout_ms=1500)  # fmt: skip
             try:
                 kc.assign([KpTP("peers", 0)])
                 kc.seek_to_beginning()
-                got = [m.value for m in kc]  # the iterator ends after 3 s without a record
+                got = [m.value for m in kc]  # the iterator ends after 1.5 s without a record
             finally:
                 kc.close()
             if want is not None:
