@@ -97,3 +97,61 @@ def test_kafka_acls_prints_what_it_prints_against_apache_kafka(
     theirs = acls_scenario(harness, apache_with_acls.bootstrap)
     ours = acls_scenario(harness, ours_with_acls.bootstrap)
     compare(ours, theirs)
+
+
+def described(bootstrap: str, tag: str) -> set[tuple[str, ...]]:
+    """Every binding that names the run's tag (in its principal or resource), tag replaced, read with
+    confluent-kafka's describe_acls."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient
+    from confluent_kafka.admin import ResourcePatternType as RPT
+    from confluent_kafka.admin import ResourceType as RT
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    f = AclBindingFilter(RT.ANY, None, RPT.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY)
+    return {
+        tuple(x.replace(tag, "<tag>") for x in (b.restype.name, b.name, b.resource_pattern_type.name, b.principal,
+                                                  b.host, b.operation.name, b.permission_type.name))
+        for b in admin.describe_acls(f).result(30)
+        if tag in b.principal or tag in b.name
+    }  # fmt: skip
+
+
+def acl_commands(tag: str) -> list[tuple[str, list[str]]]:
+    alice, bob, mallory, p, c = (f"User:{n}-{tag}" for n in ("alice", "bob", "mallory", "p", "c"))
+    t, t2, t3, group = f"{tag}-orders", f"{tag}-audit", f"{tag}-out", f"{tag}-pay-"
+    return [
+        ("add", ["--allow-principal", alice, "--operation", "Read", "--operation", "Write", "--topic", t]),
+        ("add", ["--allow-principal", bob, "--allow-host", "10.0.0.1", "--operation", "Describe", "--group", group,
+                 "--resource-pattern-type", "prefixed"]),
+        ("add", ["--deny-principal", mallory, "--topic", t2]),
+        ("add", ["--allow-principal", alice, "--topic", t2, "--operation", "DescribeConfigs"]),
+        ("add", ["--producer", "--idempotent", "--allow-principal", p, "--topic", t3, "--transactional-id",
+                 f"{tag}-tx"]),
+        ("add", ["--consumer", "--allow-principal", c, "--topic", t3, "--group", f"{tag}-cg"]),
+        ("remove", ["--allow-principal", alice, "--operation", "Write", "--topic", t, "--force"]),
+        ("remove", ["--topic", t2, "--force"]),
+        ("remove", ["--consumer", "--allow-principal", c, "--topic", t3, "--group", f"{tag}-cg", "--force"]),
+    ]  # fmt: skip
+
+
+def test_groupstream_acls_leaves_the_acls_kafka_acls_leaves(
+    ours_with_acls: BrokerProcess, apache_with_acls: ApacheKafkaCluster, harness: Harness
+) -> None:
+    """The same commands, through kafka-acls.sh on Apache Kafka and through ``groupstream acls`` on our broker,
+    leave the same bindings (kafka-acls.sh's defaults, conveniences and removal rules, as our CLI reads them)."""
+    import contextlib
+    import io
+
+    from groupstream.cli.main import main
+
+    theirs_tag, ours_tag = f"gk{uuid.uuid4().hex[:6]}", f"gk{uuid.uuid4().hex[:6]}"
+    for action, args in acl_commands(theirs_tag):
+        done = harness.tool("kafka-acls", ["--bootstrap-server", apache_with_acls.bootstrap, f"--{action}", *args])
+        assert done.code == 0, done.out + done.err
+    for action, args in acl_commands(ours_tag):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            code = main(["acls", action, *args, "--bootstrap-server", ours_with_acls.bootstrap])
+        assert code == 0, err.getvalue()
+    theirs, ours = described(apache_with_acls.bootstrap, theirs_tag), described(ours_with_acls.bootstrap, ours_tag)
+    assert len(theirs) == 8  # alice READ, bob DESCRIBE, the producer's three + two + IDEMPOTENT_WRITE (not vacuous)
+    assert ours == theirs
