@@ -4,7 +4,7 @@ OAuthBearerLoginModule line) and the JWKS one over SASL_SSL (tokens from an ``oa
 calls it, or from a loopback OAuth token endpoint with ``sasl.oauthbearer.method=oidc``, the client credentials
 grant). Then what goes wrong, each said in one line: a token the broker refuses (its reason given), a callback that
 fails, a token endpoint that refuses the client's secret, settings that name no token at all. And KIP-368: with
-tokens that live 3 s, the session ends with each token, so the producer re-authenticates with a fresh token
+tokens that live 3 to 4 s, the session ends with each token, so the producer re-authenticates with a fresh token
 (the callback called again) and every record is delivered."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def test_the_producer_reauthenticates_with_fresh_tokens(oauth: OAuthBroker, capl
     def oauth_cb(_config: str) -> tuple[str, int]:
         now = time.time()
         issued.append(now)
-        exp = int(now) + 3
+        exp = int(now) + 4  # 3 to 4 s left: a re-authentication at 85% has half a second to spare
         return oauth.issuer.sign({**oauth.issuer.claims("alice", now), "exp": exp}), exp
 
     producer = Producer(signed_conf(oauth, oauth_cb=oauth_cb, **{"linger.ms": 0}))
