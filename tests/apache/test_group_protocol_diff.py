@@ -16,8 +16,9 @@ timeouts. What is normalised or pinned, and why:
 
 - ``consumer`` group epochs: Kafka 4.4 creates a group at epoch 1 (KAFKA-20268), so every epoch above 0 is
   one more than ours; the Apache transcript counts from 0 (``Script.epoch_base``);
-- Kafka 4.4 batches target assignments (KIP-1263, ``APACHE_GROUP_CONFIGS``): the scenario's group is set to
-  compute them at once, as we do;
+- Kafka 4.4 batches target assignments (KIP-1263, ``APACHE_GROUP_CONFIGS``), and so do we by default
+  (``group.consumer.assignment.interval.ms``, 1 s): the scenario's group on Kafka and our broker are set to
+  compute them at once, so that the transcripts compare the protocol, which the batching only delays;
 - deliberate differences, pinned on each side: a new regular expression is resolved within the heartbeat
   that brings it with us, in the background by Kafka (``REGEX_STEPS``); a duplicate ``group.instance.id``
   in a classic group fences the newcomer with us, the running member with Kafka (``DUPLICATE_STEPS``); our
@@ -59,20 +60,21 @@ pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_apache]
 
 PARTITIONS = 4
 # Kafka 4.4 (KIP-1263) computes a `consumer` group's target assignment at most once a second by default, on a
-# background thread, so a heartbeat that bumps the group epoch is not answered with the new target at once.
-# We compute it within the heartbeat that bumps the epoch, as Kafka did up to 4.3 and 4.4 still does with
-# these group configs (set on each scenario's group on the Apache side only): the scenarios compare the
-# protocol itself, which the batching only delays.
+# background thread, so a heartbeat that bumps the group epoch is not answered with the new target at once;
+# we batch by the same default interval, within the heartbeats. Both compute it within the heartbeat that
+# bumps the epoch with these settings (group configs on the Apache side, the broker property on ours): the
+# scenarios compare the protocol itself, which the batching only delays.
 APACHE_GROUP_CONFIGS = {"consumer.assignment.interval.ms": "0", "consumer.assignor.offload.enable": "false"}
+OUR_SETTINGS = {**KIP848_TEST_SETTINGS, "group.consumer.assignment.interval.ms": "0"}
 Scenario = Callable[[Script], None]
 
 
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """Our broker with the settings the Apache node runs with (``support.kafka_config``): no initial
-    rebalance delay, ``consumer`` sessions of 6 s with 500 ms heartbeats."""
+    rebalance delay, ``consumer`` sessions of 6 s with 500 ms heartbeats; targets computed at once."""
     with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path_factory.mktemp("groupstream"),
-                       settings=KIP848_TEST_SETTINGS) as b:  # fmt: skip
+                       settings=OUR_SETTINGS) as b:  # fmt: skip
         yield b
 
 
