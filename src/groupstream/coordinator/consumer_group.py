@@ -115,15 +115,18 @@ def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> tuple[int, 
     """The recorded assignment epochs (KIP-1251) as (the most common one, the others by partition): a member
     usually holds all its partitions from one epoch. Partitions recorded without epochs count as given at
     ``own`` (the member's epoch). Counted on the ints; partitions are looked up only for the exceptions."""
-    counts: Counter[int] = Counter()
+    every: list[int] = []
     for t in items:
-        if t.assignment_epochs is None:
-            counts[own] += len(t.partitions)
-        else:
-            counts.update(t.assignment_epochs)
-    if not counts:
+        every.extend((own,) * len(t.partitions) if t.assignment_epochs is None else t.assignment_epochs)
+    if not every:
         return own, {}
-    common = max(counts.items(), key=lambda kv: (kv[1], kv[0] == own, -kv[0]))[0]
+    if every.count(every[0]) == len(every):  # the usual record: one epoch (counted in C, no Counter)
+        common = every[0]
+    else:
+        counts: dict[int, int] = {}
+        for e in every:
+            counts[e] = counts.get(e, 0) + 1
+        common = max(counts.items(), key=lambda kv: (kv[1], kv[0] == own, -kv[0]))[0]
     out: dict[TopicIdPartition, int] = {}
     for t in items:
         epochs = t.assignment_epochs
