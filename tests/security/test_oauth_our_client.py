@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import threading
 import time
 import urllib.parse
@@ -47,7 +48,7 @@ class TokenEndpoint:
     """A loopback OAuth 2 token endpoint: the client credentials grant with HTTP basic authentication, answered
     with a JWT signed by the broker's JWKS key for subject ``alice``."""
 
-    def __init__(self, o: OAuthBroker) -> None:
+    def __init__(self, o: OAuthBroker, tls: bool = False) -> None:
         self.issued = 0
         endpoint = self
 
@@ -76,7 +77,12 @@ class TokenEndpoint:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/token"
+        if tls:  # the broker's certificate (localhost, 127.0.0.1) serves the endpoint too
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(o.pki.broker.pem_keystore))
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/oauth2/token"
         self.thread = threading.Thread(target=self.server.serve_forever, name="token-endpoint", daemon=True)
         self.thread.start()
 
@@ -133,6 +139,25 @@ def test_oidc_client_credentials_from_a_token_endpoint(oauth: OAuthBroker, token
         Admin(refused)
     text = str(info.value)
     assert f"refused client {CLIENT_ID}: HTTP 401" in text and "invalid_client" in text and "wrong" not in text
+
+
+def test_oidc_over_https_trusts_https_ca_location(oauth: OAuthBroker) -> None:  # noqa: F811
+    endpoint = TokenEndpoint(oauth, tls=True)
+    try:
+        conf = signed_conf(oauth, **{"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": CLIENT_ID,
+                                     "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+                                     "sasl.oauthbearer.scope": "kafka",
+                                     "sasl.oauthbearer.token.endpoint.url": endpoint.url})  # fmt: skip
+        with Admin({**conf, "https.ca.location": str(oauth.pki.ca)}) as admin:
+            assert admin.describe_cluster().brokers
+        assert endpoint.issued == 1
+        with pytest.raises(ClientError) as info:  # the system's CAs do not know the test's
+            Admin({**conf, "request.timeout.ms": 5000})
+        assert "cannot be reached" in str(info.value) and "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+        with pytest.raises(ClientConfigError, match=r"https\.ca\.location: '/nonexistent' does not exist"):
+            Admin({**conf, "https.ca.location": "/nonexistent"})
+    finally:
+        endpoint.close()
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------

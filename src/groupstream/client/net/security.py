@@ -65,6 +65,7 @@ SECURITY_PROPERTIES = (
     "sasl.oauthbearer.token.endpoint.url",
     "sasl.oauthbearer.scope",
     "sasl.oauthbearer.extensions",
+    "https.ca.location",
 )
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -274,7 +275,9 @@ def _oauth_settings(r: _Reader, entry: JaasEntry | None) -> SaslSettings:
             if urlparse(endpoint).scheme not in ("http", "https"):
                 raise ClientConfigError(f"sasl.oauthbearer.token.endpoint.url must be an http(s) URL, got {endpoint!r}")
             scope = r.str_("sasl.oauthbearer.scope", options.get("scope", ""))
-            source: Callable[[int], OAuthToken] = OidcSource(endpoint, client_id, secret, scope, extensions)
+            source: Callable[[int], OAuthToken] = OidcSource(
+                endpoint, client_id, secret, scope, extensions, ssl_context=_https_context(r)
+            )
             who = client_id
         elif callback is not None:
             if not callable(callback):
@@ -303,6 +306,20 @@ def _oauth_settings(r: _Reader, entry: JaasEntry | None) -> SaslSettings:
     except ValueError as e:
         raise ClientConfigError(f"sasl.jaas.config: {e}") from None
     return SaslSettings("OAUTHBEARER", who, "", TokenCache(source, _wall_clock_ms))
+
+
+def _https_context(r: _Reader) -> ssl.SSLContext | None:
+    """librdkafka's ``https.ca.location``: the CAs an https token endpoint's certificate must chain to (the
+    system's when unset)."""
+    if not r.has("https.ca.location"):
+        return None
+    ca = r.str_("https.ca.location", "")
+    if not os.path.exists(ca):
+        raise ClientConfigError(f"https.ca.location: {ca!r} does not exist")
+    try:
+        return ssl.create_default_context(cafile=ca if os.path.isfile(ca) else None, capath=ca if os.path.isdir(ca) else None)
+    except (OSError, ssl.SSLError) as e:
+        raise ClientConfigError(f"https.ca.location: cannot read CA certificates from {ca!r}: {_why(e)}") from None
 
 
 def _extensions(text: str) -> dict[str, str]:
