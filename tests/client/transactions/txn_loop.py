@@ -2,7 +2,7 @@
 ``group`` (read_committed, no auto commit), writes each record's key and value upper-cased to ``output`` and
 commits the input offsets with ``send_offsets_to_transaction`` in the same transaction, one transaction per
 poll. ``client`` is ``ours`` (groupstream) or ``confluent`` (confluent-kafka). Prints ``committed N`` after each
-commit; exits 0 once ``idle_s`` passed without a record.
+commit; exits 0 once ``idle_s`` passed without a record while it had partitions assigned.
 
     python txn_loop.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID CLIENT [IDLE_S]
 """
@@ -37,6 +37,8 @@ def run_ours(bootstrap: str, src: str, dst: str, group: str, tid: str, idle_s: f
     while time.monotonic() - last < idle_s:
         records = consumer.poll(0.5)
         if not records:
+            if not consumer.assignment():
+                last = time.monotonic()  # idle counts from the group's assignment on
             continue
         last = time.monotonic()
         producer.begin_transaction()
@@ -65,6 +67,8 @@ def run_confluent(bootstrap: str, src: str, dst: str, group: str, tid: str, idle
     while time.monotonic() - last < idle_s:
         msgs = [m for m in consumer.consume(PER_TRANSACTION, 0.5) if m.error() is None]
         if not msgs:
+            if not consumer.assignment():
+                last = time.monotonic()  # idle counts from the group's assignment on
             continue
         last = time.monotonic()
         producer.begin_transaction()

@@ -43,16 +43,18 @@ def make_topic(bootstrap: str, topic: str, partitions: int) -> None:
         )
 
 
-def confluent_values(bootstrap: str, topic: str, isolation: str, expected: int, timeout_s: float = 30) -> list[bytes]:
-    """Every value of ``topic`` from the start with confluent-kafka at ``isolation``, until ``expected`` were read
-    and one more second adds nothing."""
+def confluent_values(
+    bootstrap: str, topic: str, isolation: str, expected: int, timeout_s: float = 30, partitions: int = 3
+) -> list[bytes]:
+    """Every value of ``topic`` (``partitions`` of them, assigned from offset 0: no group to join) with
+    confluent-kafka at ``isolation``, until ``expected`` were read and one more second adds nothing."""
     c = ck.Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "isolation.level": isolation,
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )  # fmt: skip
     got: list[bytes] = []
     try:
-        c.subscribe([topic])
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
 
         def read() -> bool:
             for m in c.consume(10_000, 0.5):
@@ -69,7 +71,9 @@ def confluent_values(bootstrap: str, topic: str, isolation: str, expected: int, 
     return got
 
 
-def our_values(bootstrap: str, topic: str, isolation: str, expected: int, *, arrow: bool = False) -> list[bytes]:
+def our_values(
+    bootstrap: str, topic: str, isolation: str, expected: int, *, arrow: bool = False, partitions: int = 2
+) -> list[bytes]:
     """The same with our Consumer (``poll``, or ``poll_arrow``'s value column)."""
     c = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"ours-{time.monotonic_ns()}", "isolation.level": isolation,
@@ -77,7 +81,7 @@ def our_values(bootstrap: str, topic: str, isolation: str, expected: int, *, arr
     )  # fmt: skip
     got: list[bytes] = []
     try:
-        c.subscribe([topic])
+        c.assign([(topic, p) for p in range(partitions)], offsets={(topic, p): 0 for p in range(partitions)})
 
         def read() -> bool:
             if arrow:
@@ -124,14 +128,14 @@ def aborted_records_are_invisible_to_read_committed(bootstrap: str, topic: str, 
         assert p.flush(30) == 0
         committed = sorted(b"committed-%d" % i for i in range(50))
         aborted = sorted(b"aborted-%d" % i for i in range(50))
-        assert sorted(confluent_values(bootstrap, topic, "read_committed", 50)) == committed
+        assert sorted(confluent_values(bootstrap, topic, "read_committed", 50, partitions=2)) == committed
         assert sorted(our_values(bootstrap, topic, "read_committed", 50)) == committed
         assert sorted(our_values(bootstrap, topic, "read_committed", 50, arrow=True)) == committed
         p.commit_transaction(30)
         everything = sorted([*aborted, *committed, b"open-0"])
-        assert sorted(confluent_values(bootstrap, topic, "read_uncommitted", 101)) == everything
+        assert sorted(confluent_values(bootstrap, topic, "read_uncommitted", 101, partitions=2)) == everything
         assert sorted(our_values(bootstrap, topic, "read_uncommitted", 101)) == everything
-        assert sorted(confluent_values(bootstrap, topic, "read_committed", 51)) == sorted([*committed, b"open-0"])
+        assert sorted(confluent_values(bootstrap, topic, "read_committed", 51, partitions=2)) == sorted([*committed, b"open-0"])
     finally:
         p.close()
 
@@ -155,7 +159,7 @@ def zombie_is_fenced(bootstrap: str, topic: str, tid: str) -> None:
         assert "PRODUCER_FENCED" in str(info.value) or "INVALID_PRODUCER_EPOCH" in str(info.value)
         with pytest.raises(TransactionFatalError):
             old.begin_transaction()  # fatal is for good
-        assert confluent_values(bootstrap, topic, "read_committed", 1) == [b"new"]
+        assert confluent_values(bootstrap, topic, "read_committed", 1, partitions=1) == [b"new"]
     finally:
         old.close(5)
         new.close()
@@ -178,7 +182,7 @@ def killed_loop_outputs_every_record_once(
             feed.produce(src, v, key=b"k%d" % (i % 17))
         assert feed.flush(30) == 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    cmd = [sys.executable, str(LOOP), bootstrap, src, dst, group, tid, client]
+    cmd = [sys.executable, str(LOOP), bootstrap, src, dst, group, tid, client, "3"]
     logs: list[str] = []
 
     def start() -> subprocess.Popen[str]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from groupstream.client.consumer.coordinator_locator import COORDINATOR_NODE_BASE
 from groupstream.client.consumer.membership_api import GroupMetadata
+from groupstream.client.errors import UnsupportedVersionError
 from groupstream.client.net.config import exponential_backoff_ms
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.requests import ClientResponse, PollResult, UnsentRequest
@@ -557,6 +558,10 @@ class TransactionManager:
         pending = self._pending
         assert pending is not None and pending.offsets is not None
         o = pending.offsets
+        if isinstance(response.error, UnsupportedVersionError):
+            self._in_flight = False
+            self._fatal(txn_error(E.UNSUPPORTED_VERSION, "TxnOffsetCommit", str(response.error)))
+            return
         if response.error is not None:
             self._in_flight = False
             o.coordinator = None
@@ -619,6 +624,8 @@ class TransactionManager:
     # --- outcomes ---------------------------------------------------------------------------------------------
 
     def _code(self, response: ClientResponse) -> int:
+        if isinstance(response.error, UnsupportedVersionError):
+            return E.UNSUPPORTED_VERSION  # the broker does not serve this API: fatal, never retried
         if response.error is not None or response.body is None:
             return E.NETWORK_EXCEPTION
         return int(response.body.error_code)

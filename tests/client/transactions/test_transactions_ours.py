@@ -1,0 +1,43 @@
+"""Our transactional producer and read_committed consumer against our broker (issue 17): the scenarios Apache
+Kafka passes in ``tests/apache/test_apache_transactions.py``, run unchanged."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from txn_scenarios import (
+    aborted_records_are_invisible_to_read_committed,
+    admin_and_cli_show_open_transactions,
+    killed_loop_outputs_every_record_once,
+    zombie_is_fenced,
+)
+
+from support.brokers import BrokerProcess
+from support.cluster_topics import unique
+
+_CLI = Path(__file__).resolve().parents[2] / "cli"
+if str(_CLI) not in sys.path:
+    sys.path.insert(0, str(_CLI))  # cli_runner, for the CLI scenario
+
+pytestmark = [pytest.mark.broker_ours]
+
+
+def test_aborted_records_are_invisible_to_read_committed(groupstream_broker: BrokerProcess) -> None:
+    aborted_records_are_invisible_to_read_committed(groupstream_broker.bootstrap, unique("txn-vis"), unique("tid"))
+
+
+def test_a_zombie_producer_cannot_commit(groupstream_broker: BrokerProcess) -> None:
+    zombie_is_fenced(groupstream_broker.bootstrap, unique("txn-zombie"), unique("tid"))
+
+
+def test_admin_and_cli_list_and_describe_transactions(groupstream_broker: BrokerProcess) -> None:
+    admin_and_cli_show_open_transactions(groupstream_broker.bootstrap, unique("txn-admin"), unique("tid"))
+
+
+@pytest.mark.parametrize("client", ["ours", "confluent"])
+def test_consume_transform_produce_killed_9_outputs_each_record_once(
+    groupstream_broker: BrokerProcess, client: str
+) -> None:
+    killed_loop_outputs_every_record_once(groupstream_broker.bootstrap, unique(f"txn-loop-{client}"), client)
