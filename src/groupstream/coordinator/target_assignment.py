@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 
@@ -162,17 +161,12 @@ def _uniform_same_subscriptions(
         for tid, p in mine:
             taken[tid].add(p)
     unchanged = {m for m in order if m in current and len(result[m]) == len(current[m]) == quota[m]}
-    waiting = deque(m for m in order if len(result[m]) < quota[m])
+    free: list[TopicIdPartition] = []
     for name in topics:
         tid = by_name[name].topic_id
         taken_here = taken[tid]
-        for p in range(by_name[name].partitions):
-            if p in taken_here:
-                continue
-            m = waiting.popleft()
-            result[m].append((tid, p))
-            if len(result[m]) < quota[m]:
-                waiting.append(m)
+        free.extend([(tid, p) for p in range(by_name[name].partitions) if p not in taken_here])
+    _deal_round_robin(free, [m for m in order if len(result[m]) < quota[m]], quota, result)
     return {
         member_id: current[member_id] if member_id in unchanged else frozenset(result[member_id])
         for member_id in members
@@ -197,3 +191,25 @@ def _lowest_numbers(
         keyed.append((tp[1], name, tp))
     keyed.sort(key=itemgetter(0, 1))
     return [k[2] for k in keyed[:n]]
+
+
+def _deal_round_robin(
+    free: list[TopicIdPartition],
+    waiting: list[str],
+    quota: Mapping[str, int],
+    result: dict[str, list[TopicIdPartition]],
+) -> None:
+    """Deal ``free`` one at a time to ``waiting`` in turn, a member leaving the turn once at its quota (the
+    assignor's round-robin), by slices: while ``k`` members all still need at least ``m``, the next ``m * k``
+    partitions go ``i, i + k, i + 2k, ...`` to the ``i``-th of them, exactly as ``m`` whole turns would."""
+    need = {m: quota[m] - len(result[m]) for m in waiting}
+    start = 0
+    while waiting and start < len(free):
+        k = len(waiting)
+        rounds = min(need[m] for m in waiting)
+        chunk = free[start : start + rounds * k]
+        for i, m in enumerate(waiting):
+            result[m].extend(chunk[i::k])
+            need[m] -= rounds
+        start += rounds * k
+        waiting = [m for m in waiting if need[m] > 0]
