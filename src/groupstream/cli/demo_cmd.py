@@ -2,7 +2,8 @@
 
 Starts the broker in this process (or uses ``--bootstrap-server``), streams a live page-view feed into the
 ``page-views`` topic with our producer, and runs a Spark Structured Streaming pipeline over it (`page_views`):
-views per page and event-time minute with a watermark, written exactly-once to a Parquet table, its progress
+views per page and event-time minute with a watermark, written exactly-once to a Delta table (``--sink parquet``:
+Spark's Parquet file sink), its progress
 committed to the consumer group ``groupstream-demo``. When every event is counted the query stops, and the
 demo prints the result, the group's lag (zero) and a check that the table counts every produced event exactly
 once. Exits 1 if the check fails. Point it at another broker and Spark master with ``--bootstrap-server`` and
@@ -20,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from rich.progress import (
@@ -42,6 +44,7 @@ from groupstream.client.errors import KafkaError
 TOPIC = "page-views"
 PARTITIONS = 4
 GROUP = "groupstream-demo"
+SINKS = ("delta", "parquet")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +58,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--timeout", type=positive_int, default=100, help="seconds to wait for the pipeline (default 100)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the generated stream")
+    p.add_argument("--sink", choices=SINKS, default=SINKS[0],
+                   help="the output table: delta (its log makes it exactly-once for every reader) or parquet "
+                        "(Spark's file sink: exactly-once for Spark readers)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -76,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             rows, lag = _run_pipeline(spark, bootstrap, events, args)
         finally:
             spark.stop()
-    ok = _report(rows, lag, events, time.monotonic() - started)
+    ok = _report(rows, lag, events, time.monotonic() - started, args.sink)
     return 0 if ok else 1
 
 
@@ -183,15 +189,15 @@ def _run_pipeline(spark: Any, bootstrap: str, events: list[PageView], args: argp
         .option("group.id", GROUP)
         .load()
     )
-    query = (
-        page_view_counts(stream)
-        .writeStream.format("parquet")
-        .outputMode("append")
-        .option("path", str(out))
-        .option("checkpointLocation", str(args.data_dir / "pipeline" / "checkpoint"))
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    checkpoint = args.data_dir / "pipeline" / "checkpoint"
+    writer = page_view_counts(stream).writeStream.outputMode("append").option("checkpointLocation", str(checkpoint))
+    if args.sink == "delta":
+        from groupstream.spark.delta_table import DeltaBatchSink
+
+        writer = writer.foreachBatch(DeltaBatchSink(out, checkpoint))
+    else:
+        writer = writer.format("parquet").option("path", str(out))
+    query = writer.trigger(processingTime="1 second").start()
     total = len(events)
     windows = len(expected_counts(_page_times(events)))
     done, sent = threading.Event(), [0]
@@ -219,7 +225,7 @@ def _run_pipeline(spark: Any, bootstrap: str, events: list[PageView], args: argp
                 progress.update(read_task, completed=min(read, total))
                 if done.is_set() and read >= total:
                     # every event is in; windows are written as the watermark passes them
-                    written = _count_rows(spark, out)
+                    written = _count_rows(spark, out, args.sink)
                     progress.update(windows_task, completed=min(written, windows))
                     if written >= windows:
                         lag = _lag(bootstrap)
@@ -232,13 +238,23 @@ def _run_pipeline(spark: Any, bootstrap: str, events: list[PageView], args: argp
     finally:
         query.stop()
         feeder.join(30)
-    rows = spark.read.parquet(str(out)).collect()
-    return rows, lag
+    if args.sink == "delta":
+        return [SimpleNamespace(**row) for row in _delta_table(out).to_pylist()], lag
+    return spark.read.parquet(str(out)).collect(), lag
 
 
-def _count_rows(spark: Any, out: Path) -> int:
-    """Rows of the Parquet table so far; Spark reads a file sink's output through its commit log, so a
+def _delta_table(out: Path) -> Any:
+    """The Delta table as any reader sees it, without Spark: through its log (deltalake)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(out)).to_pyarrow_dataset().to_table()
+
+
+def _count_rows(spark: Any, out: Path, sink: str) -> int:
+    """Rows of the table so far, read through its log (Delta's, or Spark's file sink's for Parquet), so a
     half-written batch is never counted."""
+    if sink == "delta":
+        return int(_delta_table(out).num_rows) if (out / "_delta_log").is_dir() else 0
     if not (out / "_spark_metadata").is_dir():
         return 0
     return int(spark.read.parquet(str(out)).count())
@@ -258,7 +274,8 @@ def _lag(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {p: (lag[(TOPIC, p)].committed if (TOPIC, p) in lag else -1, ends[(TOPIC, p)]) for p in range(PARTITIONS)}
 
 
-def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[PageView], seconds: float) -> bool:
+def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[PageView], seconds: float,
+            sink: str = "parquet") -> bool:
     from groupstream.spark.page_views import expected_counts
 
     expected = expected_counts(_page_times(events))
@@ -274,7 +291,8 @@ def _report(rows: list[Any], lag: dict[int, tuple[int, int]], events: list[PageV
     for r in rows:
         pages[r.page] += r.views
         durations[r.page] += r.total_duration_ms
-    table = Table(title=f"page views per page ({len(rows):,} one-minute windows in the Parquet table)")
+    kind = "Delta table, read with deltalake" if sink == "delta" else "Parquet table"
+    table = Table(title=f"page views per page ({len(rows):,} one-minute windows in the {kind})")
     for col in ("page", "views", "avg time on page"):
         table.add_column(col, justify="left" if col == "page" else "right")
     for page, views in pages.most_common():
