@@ -80,8 +80,8 @@ def broker_on_loop(data_dir: Path) -> Iterator[OnLoop]:
         loop.close()
 
 
-def txn(pid: int, seq: int, values: list[bytes], ts: int | None = None) -> bytes:
-    b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+def txn(pid: int, seq: int, values: list[bytes], ts: int | None = None, epoch: int = 0) -> bytes:
+    b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
     for v in values:
         b.append(int(time.time() * 1000) if ts is None else ts, None, v)
     return b.build()
@@ -348,3 +348,37 @@ def test_aiokafka_and_kafka_python_read_committed_skip_aborted_records(tmp_path:
                 assert got == [b"c1", b"c1-second", b"a1", b"a1-second", b"c2", b"c2-second", b"a2", b"a2-second",
                                b"c3", b"c3-second", b"open"]  # fmt: skip
         p.abort_transaction(30)
+
+
+def test_write_txn_markers_ends_a_transaction_and_refuses_stale_epochs(tmp_path: Path) -> None:
+    api = by_name("WriteTxnMarkers")
+    R = api.Request
+    M = R.WritableTxnMarker
+
+    def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int, partitions: list[int]) -> Any:
+        return M(producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
+                 topics=[M.WritableTxnMarkerTopic(name="wm", partition_indexes=partitions)])  # fmt: skip
+
+    with broker_on_loop(tmp_path) as b:
+        b.run(lambda: b.broker.catalog.create_topic("wm", 1, {}))
+        b.append("wm", txn(A, 0, [b"hanging"]))
+        raw = RawClient(b.broker.config.port, "wm-test")
+        try:
+            for version in (1, 2):
+                raw.send(api, version, R(markers=[marker(B, 0, False, 0, [0, 5])]))  # B has nothing open: no-op
+                (result,) = raw.receive()[3].markers
+                assert [(p.partition_index, p.error_code) for p in result.topics[0].partitions] == [(0, 0), (5, 3)]
+            raw.send(api, 2, R(markers=[marker(A, 0, False, 3, [0])]))  # abort A's hanging transaction
+            assert raw.receive()[3].markers[0].topics[0].partitions[0].error_code == 0
+            committed = fetch(raw, "wm", 0, 1)
+            assert committed.last_stable_offset == committed.high_watermark == 4
+            assert values(committed.records) == [b"hanging"]  # read by its aborted-transaction entry, not skipped here
+            assert [(t.producer_id, t.first_offset) for t in committed.aborted_transactions] == [(A, 0)]
+            raw.send(api, 2, R(markers=[marker(A, 0, True, 2, [0])]))  # an older coordinator epoch
+            assert raw.receive()[3].markers[0].topics[0].partitions[0].error_code == 52  # COORDINATOR_FENCED
+            b.append("wm", txn(A, 0, [b"next"], epoch=1))  # A's next epoch opens a transaction
+            raw.send(api, 2, R(markers=[marker(A, 0, True, 3, [0])]))  # a marker of the fenced epoch
+            assert raw.receive()[3].markers[0].topics[0].partitions[0].error_code == 47  # INVALID_PRODUCER_EPOCH
+            assert fetch(raw, "wm", 0, 1).last_stable_offset == 4  # still open at 4
+        finally:
+            raw.close()

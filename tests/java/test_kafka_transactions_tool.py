@@ -1,17 +1,19 @@
 """``kafka-transactions describe-producers`` (Kafka 4.4's TransactionsCommand) against our broker (issue 17): the
 tool asks DescribeProducers for a partition and prints each active producer, with the start offset of its open
-transaction, which is how an operator finds the transaction holding a partition's last stable offset back."""
+transaction, which is how an operator finds the transaction holding a partition's last stable offset back; then
+``kafka-transactions abort`` writes that transaction's ABORT marker (WriteTxnMarkers) and the LSO moves on."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_harness import run_tool
 
 from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
 
@@ -42,5 +44,33 @@ def test_describe_producers_shows_the_open_transactions_start_offset(java_broker
         assert int(row[0]) >= 0 and int(row[1]) >= 0, run.out
         assert row[3] == "3" and int(row[4]) > 0, run.out  # four records: sequences 0..3
         assert row[5] == "4", run.out
+        # The operator's way out of a hanging transaction: the tool writes its ABORT marker (WriteTxnMarkers).
+        run_tool(TOOL, ["--bootstrap-server", bootstrap, "abort", "--topic", topic, "--partition", "0",
+                        "--start-offset", "4"]).check()  # fmt: skip
+        after = run_tool(TOOL, ["--bootstrap-server", bootstrap, "describe-producers", "--topic", topic,
+                                "--partition", "0"]).check()  # fmt: skip
+        (row,) = [line.split() for line in after.out.splitlines() if line.strip()][1:]
+        assert row[5] == "None" and row[2] != "-1", after.out  # no open transaction; the marker's coordinator epoch
+        assert read_committed(bootstrap, topic) == [b"committed-0", b"committed-1", b"committed-2"]
     finally:
         p.abort_transaction(30)
+
+
+def read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    """What a read_committed consumer reads up to the end (the aborted record skipped, the markers passed)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "isolation.level": "read_committed",
+                  "enable.auto.commit": False})  # fmt: skip
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+
+        def at_end() -> bool:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+            return bool(c.position([TopicPartition(topic, 0)])[0].offset >= 6)  # past the abort marker at 5
+
+        wait_until(at_end, 30, "the read_committed consumer to pass the abort marker")
+        return got
+    finally:
+        c.close()

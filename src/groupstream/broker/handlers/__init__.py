@@ -48,6 +48,7 @@ def load_all() -> dict[int, Handler]:
         records,
         topics,
         transactions,
+        write_txn_markers,
     )
 
     return HANDLERS

@@ -54,6 +54,7 @@ _MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "write_txn_markers",
 )
 
 APIS: dict[int, CompiledApi] = {}
