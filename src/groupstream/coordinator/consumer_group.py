@@ -77,8 +77,24 @@ CONSUMER_GROUP_STATES = TransitionTable.from_next("a consumer group", ConsumerGr
 })
 
 
+_LAST_GROUPED: list[tuple[frozenset[TopicIdPartition], tuple[TopicPartitions, ...]]] = [(frozenset(), ())]
+"""The last frozenset ``to_topic_partitions`` grouped, and how: a heartbeat that moves a member writes the
+target record, the current-assignment record and the answer from the very same set (a memo, not state)."""
+
+
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
     """Partitions grouped by topic, topics and partitions sorted (the records' and responses' layout)."""
+    if type(partitions) is frozenset:
+        last = _LAST_GROUPED[0]  # read once: another thread may replace it (the memo stays right either way)
+        if last[0] is partitions:
+            return last[1]
+        grouped = _group_by_topic(partitions)
+        _LAST_GROUPED[0] = (partitions, grouped)
+        return grouped
+    return _group_by_topic(partitions)
+
+
+def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
     by_topic: dict[uuid.UUID, list[int]] = {}
     last: uuid.UUID | None = None
     numbers: list[int] = []
@@ -351,8 +367,7 @@ class ConsumerGroup:
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
                 assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
             )  # fmt: skip
-            for p in member.assignment.holds():
-                self.owners[p] = member_id
+            self.owners.update(dict.fromkeys(member.assignment.holds(), member_id))
         self._count(member.assignment, 1)
         self._refresh()
 
