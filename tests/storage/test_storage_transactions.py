@@ -436,3 +436,22 @@ def test_a_transactional_batch_appended_unchecked_opens_its_transaction_as_recov
     assert crashed.producer_state.ongoing_transactions == {A: 1}
     crashed.close()
     log.close()
+
+
+def test_the_lso_never_falls_below_the_log_start(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", small_config(), 0)
+    log.append_checked(txn_batch(A, 0), 1)  # 0, open
+    log.append(plain(3), 1)  # 1-3
+    log.append_checked(txn_batch(A, 1), 1)  # 4, the same transaction
+    assert log.last_stable_offset == 0
+    log.delete_records(2)
+    assert log.last_stable_offset == 2
+    log.append_marker(A, 0, commit=True, coordinator_epoch=1, now_ms=1)
+    assert log.last_stable_offset == log.log_end_offset == 6
+    # A producer all of whose batches fall below the log start is forgotten with its open transaction, as
+    # Kafka evicts it.
+    log.append_checked(txn_batch(B, 0), 1)  # 6, open
+    log.append(plain(), 1)  # 7
+    log.delete_records(7)
+    assert log.last_stable_offset == log.log_end_offset == 8
+    log.close()

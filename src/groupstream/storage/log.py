@@ -336,7 +336,9 @@ class PartitionLog:
             return self._log_end
         first = self.producer_state.first_unstable_offset()
         hw = self._log_end
-        return hw if first is None or first > hw else first
+        if first is None or first > hw:
+            return hw
+        return max(first, self._log_start)  # as Kafka: never below the log start (DeleteRecords may pass it)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of ``[fetch_offset, upper_bound_offset)`` must

@@ -303,8 +303,8 @@ class ProducerStateManager:
             self.observe(h)
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers none of whose batches remain at or above the log start offset (an open
-        transaction keeps its producer: its last offset is at or above its first)."""
+        """Forget producers none of whose batches remain at or above the log start offset, with their open
+        transactions (as Kafka evicts them: nothing of such a transaction is left to read)."""
         gone = [pid for pid, e in self._producers.items() if e.last_offset < log_start_offset]
         for pid in gone:
             del self._producers[pid]
