@@ -20,7 +20,7 @@ from spark_kit import fill, new_topic
 
 from groupstream.client.admin import Admin
 from groupstream.region.ledger import OffsetLedger
-from groupstream.spark.delta_table import REGION_APP_ID, DeltaRegionPublisher, committed_version
+from groupstream.spark.delta_table import REGION_APP_ID, DeltaRegionPublisher, commit_files, committed_version
 from groupstream.spark.pipeline import PipelineError, load_pipeline
 from support.brokers import BrokerProcess, groupstream_command
 from support.waiting import wait_until
@@ -144,6 +144,21 @@ def test_the_region_publisher_commits_each_ledger_entry_to_the_delta_log_once(tm
     assert sorted(v for (v,) in duckdb.sql("SELECT v FROM dataset").fetchall()) == ["a", "b", "c", "d"]
     assert len(deltalake.DeltaTable(str(table)).history()) == 5  # the create, 3 commits with rows, the empty one
     assert committed_version(table, REGION_APP_ID) == 4
+
+
+def test_a_replayed_batch_is_not_committed_twice(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "table"
+    table.mkdir()
+    pq.write_table(pa.table({"v": ["a"]}), table / "part-1.parquet")
+    pq.write_table(pa.table({"v": ["b"]}), table / "part-2.parquet")
+    assert commit_files(table, [table / "part-1.parquet"], "q", 0)
+    assert not commit_files(table, [table / "part-2.parquet"], "q", 0)  # batch 0 again, after a crash
+    assert commit_files(table, [table / "part-2.parquet"], "other-query", 0)  # another query's batch 0 is its own
+    assert committed_version(table, "q") == 0 and committed_version(table, "other-query") == 0
+    assert sorted(deltalake.DeltaTable(str(table)).to_pyarrow_table().column("v").to_pylist()) == ["a", "b"]
 
 
 @pytest.mark.parametrize(

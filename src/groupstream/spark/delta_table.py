@@ -24,6 +24,7 @@ batch id, same offsets) is never committed twice:
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import shutil
@@ -142,7 +143,11 @@ class DeltaBatchSink:
         self.checkpoint = Path(checkpoint)
         self._app_id: str | None = None
         _deltalake()  # a missing package is said when the query is built, not at its first batch
-        shutil.rmtree(self.table / STAGING, ignore_errors=True)  # batches a killed driver never committed
+        # this query's own staging area (other queries may append to the same table), emptied of batches a killed
+        # driver never committed
+        key = hashlib.sha256(str(self.checkpoint.resolve()).encode()).hexdigest()[:12]
+        self._staging = self.table / STAGING / key
+        shutil.rmtree(self._staging, ignore_errors=True)
 
     def __call__(self, df: Any, batch_id: int) -> None:
         if self._app_id is None:
@@ -151,7 +156,7 @@ class DeltaBatchSink:
         if done is not None and done >= batch_id:
             log.info("delta table %s: batch %d is already committed; skipped", self.table, batch_id)
             return
-        staging = self.table / STAGING / f"{batch_id}-{uuid.uuid4().hex[:8]}"
+        staging = self._staging / f"{batch_id}-{uuid.uuid4().hex[:8]}"
         files = _write_batch_files(df, staging)
         moved = []
         for i, f in enumerate(files):
