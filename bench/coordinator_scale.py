@@ -50,13 +50,17 @@ Steps, for each of the four:
    coordinator time, ``--repeat`` times. The bench exits non-zero if any group does not converge.
 
     .venv/bin/python bench/coordinator_scale.py [--members 1000] [--partitions 10000] [--topics 1]
-        [--storm 100] [--repeat 3] [--write-results]
+        [--storm 100] [--repeat 3] [--only consumer:uniform,...] [--write-results [--section NAME]]
+
+The large shape (reported, no target): ``--members 10000 --partitions 100000 --repeat 1 --only
+consumer:uniform,classic:cooperative-sticky --section coordinator_scale_large --write-results``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -369,10 +373,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement after the build; medians")
     ap.add_argument("--only", default="", help="comma-separated subset, e.g. consumer:uniform,classic:range")
     ap.add_argument("--write-results", action="store_true", help=f"update the section in {RESULTS}")
+    ap.add_argument("--section", default="coordinator_scale",
+                    help="the RESULTS.md section to write (another shape gets its own, e.g. coordinator_scale_large)")  # fmt: skip
     args = ap.parse_args()
     topics = topics_of(args.partitions, args.topics)
     wanted = {tuple(x.split(":", 1)) for x in args.only.split(",") if x.strip()}
-    env = machine()
+    env = f"{machine()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start"
     print(f"coordinator scale: {env}; {args.members} members, {args.partitions} partitions in {args.topics} "
           f"topic(s), storm {args.storm}, repeat {args.repeat}", flush=True)  # fmt: skip
     started = time.monotonic()
@@ -395,11 +401,17 @@ def main() -> int:
     if args.write_results:
         command = (
             f"python bench/coordinator_scale.py --members {args.members} --partitions {args.partitions} "
-            f"--topics {args.topics} --storm {args.storm} --repeat {args.repeat} --write-results"
+            f"--topics {args.topics} --storm {args.storm} --repeat {args.repeat}"
+            + ("" if args.only == "" else f" --only {args.only}")
+            + ("" if args.section == "coordinator_scale" else f" --section {args.section}")
+            + " --write-results"
         )
+        heading = "## Coordinator scale (`bench/coordinator_scale.py`)"
+        if args.section != "coordinator_scale":
+            heading = f"## Coordinator scale, {args.members:,} members x {args.partitions:,} partitions (`bench/coordinator_scale.py`)"
         write_section(
-            "coordinator_scale",
-            "## Coordinator scale (`bench/coordinator_scale.py`)\n\n"
+            args.section,
+            f"{heading}\n\n"
             f"{env}. One coordinator shard driven in-process (no network, manual clock), {args.members:,} members "
             f"subscribed to {args.partitions:,} partitions in {args.topics} topic(s); medians of {args.repeat} runs "
             "after the build. Times are CPU time of the coordinator (handle + encoding the records + replaying "
