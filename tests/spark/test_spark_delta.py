@@ -138,7 +138,10 @@ def test_the_region_publisher_commits_each_ledger_entry_to_the_delta_log_once(tm
     assert publisher.catch_up() == 3
     assert publisher.catch_up() == 0  # a second member recovering at the same point commits nothing again
     assert committed_version(table, REGION_APP_ID) == 3
-    ledger.publish("i0", "b2", {("t", 0): (2, 3)}, [_staged_file(ledger, "i0", "b2", ["d"])])
+    entry = ledger.publish("i0", "b2", {("t", 0): (2, 3)}, [_staged_file(ledger, "i0", "b2", ["d"])])
+    back = ledger.staging_dir / entry.files[0][1]  # as if its publisher died before moving its file into the table
+    back.parent.mkdir(parents=True)
+    (table / entry.files[0][0]).replace(back)
     assert DeltaRegionPublisher(table).catch_up() == 1 and publisher.catch_up() == 0
     dataset = deltalake.DeltaTable(str(table)).to_pyarrow_dataset()  # noqa: F841
     assert sorted(v for (v,) in duckdb.sql("SELECT v FROM dataset").fetchall()) == ["a", "b", "c", "d"]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from groupstream.region.ledger import LEDGER_DIR, LedgerEntry
+from groupstream.region.ledger import STAGING_DIR as LEDGER_STAGING
 
 __all__ = [
     "REGION_APP_ID",
@@ -197,6 +198,10 @@ class DeltaRegionPublisher:
             for seq in seqs:
                 entry = LedgerEntry.from_json((ledger / f"{seq:016d}.json").read_text())
                 files = [self.table / name for name, _staged in entry.files]
+                for name, staged in entry.files:  # its publisher died before moving them: the entry is the commit
+                    source = self.table / LEDGER_STAGING / staged
+                    if not (self.table / name).exists() and source.exists():
+                        source.replace(self.table / name)
                 missing = [f for f in files if not f.exists()]
                 if missing:
                     raise DeltaSetupError(f"ledger entry {seq} of {self.table} lists files that are not in the "

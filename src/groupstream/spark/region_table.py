@@ -1,5 +1,7 @@
 """The output side of a Spark region: a Parquet table shared by the region's instances, written per micro-batch
-and published atomically with the offsets the batch read (see `groupstream.region.ledger`).
+and published atomically with the offsets the batch read (see `groupstream.region.ledger`). With ``delta`` the
+table is also a Delta table: each ledger entry's files are then committed to the Delta log, exactly once and in
+ledger order (see `groupstream.spark.delta_table`), so readers of the log never see a batch that was not published.
 
 Use it as the query's ``foreachBatch`` function: ``df.writeStream.foreachBatch(RegionTable(path, member))``.
 The batch's ranges come from the plan the source wrote when Spark asked it for the batch's tasks. The source
