@@ -71,6 +71,7 @@ from groupstream.storage.txn_index import (
     AbortedTxn,
     AbortedTxnIndex,
     append_entry,
+    encode_entry,
     read_entries,
     write_entries,
 )
@@ -157,8 +158,13 @@ def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: Re
     written: set[int] = set()
     for i, seg in enumerate(segments):
         entries = index.in_range(seg.base_offset, _segment_end(segments, i))
-        existed = seg.txn_index_path.exists()
-        if not entries and not existed:
+        wanted = b"".join(encode_entry(e) for e in entries)
+        try:
+            found: bytes | None = seg.txn_index_path.read_bytes()
+        except OSError:
+            found = None
+        if found == wanted or (found is None and not entries):
+            written.add(seg.base_offset)  # right already (after a crash, maybe only in the page cache)
             continue
         try:
             write_entries(seg.txn_index_path, entries)
@@ -167,9 +173,9 @@ def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: Re
             report.events.append(f"cannot rewrite {seg.txn_index_path.name}: {exc.strerror or exc}")
             written.add(-1)
             continue
-        if entries:
-            report.events.append(f"rebuilt {seg.txn_index_path.name} from the log's transaction markers "
-                                 f"({len(entries)} aborted transactions)")  # fmt: skip
+        why = "it was missing" if found is None else "it did not match the log"
+        report.events.append(f"rebuilt {seg.txn_index_path.name} from the log's transaction markers "
+                             f"({len(entries)} aborted transactions): {why}")  # fmt: skip
     return written
 
 
