@@ -424,6 +424,13 @@ def test_log_agrees_with_a_model_through_truncations_and_restarts(tmp_path: Path
             assert got == aborted, (kind, applied)
             files = sum(p.stat().st_size for p in log.directory.glob("*.txnindex"))
             assert files == 34 * len(aborted), (kind, applied)
+        # Every fetch range names exactly the aborted transactions overlapping it (the early stop of the
+        # search on an entry's LSO loses none).
+        end = log.log_end_offset
+        for fetch_offset in range(end + 1):
+            for upper in range(fetch_offset + 1, end + 2):
+                got = [(t.producer_id, t.first_offset, t.last_offset) for t in log.aborted_transactions(fetch_offset, upper)]
+                assert got == [a for a in aborted if a[2] >= fetch_offset and a[1] < upper], (fetch_offset, upper)
     finally:
         log.close()
 
