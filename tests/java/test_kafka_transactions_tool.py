@@ -5,7 +5,9 @@ transaction, which is how an operator finds the transaction holding a partition'
 
 from __future__ import annotations
 
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -18,6 +20,9 @@ from support.waiting import wait_until
 pytestmark = [pytest.mark.compat, pytest.mark.broker_ours]
 
 TOOL = "org.apache.kafka.tools.TransactionsCommand"
+_STORAGE_TESTS = str(Path(__file__).resolve().parents[1] / "storage")  # storagekit's hand-built batches
+if _STORAGE_TESTS not in sys.path:
+    sys.path.append(_STORAGE_TESTS)
 
 
 def test_describe_producers_shows_the_open_transactions_start_offset(java_broker: BrokerProcess) -> None:
@@ -74,3 +79,30 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
         return got
     finally:
         c.close()
+
+
+def test_kafka_dump_log_segments_reads_our_markers_and_txnindex(java_ready: Path, tmp_path: Path) -> None:
+    """Kafka's own DumpLogSegments reads a partition our storage wrote: the control batches as Kafka's ABORT and
+    COMMIT markers, and the .txnindex entry in Kafka's layout."""
+    from storagekit import small_config
+
+    from groupstream.protocol.records.batch import BatchBuilder
+    from groupstream.storage import PartitionLog
+
+    def txn(pid: int, n: int) -> bytearray:
+        b = BatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+        for i in range(n):
+            b.append(1, None, b"v%d" % i)
+        return bytearray(b.build())
+
+    log = PartitionLog.open(tmp_path / "t-0", small_config(), 0)
+    log.append_checked(txn(1000, 2), 1)  # 0-1
+    log.append_checked(txn(2000, 1), 1)  # 2
+    log.append_marker(1000, 0, commit=False, coordinator_epoch=5, now_ms=2)  # 3
+    log.append_marker(2000, 0, commit=True, coordinator_epoch=5, now_ms=2)  # 4
+    log.close()
+    files = [str(log.directory / f"{0:020d}{suffix}") for suffix in (".log", ".txnindex")]
+    run = run_tool("org.apache.kafka.tools.DumpLogSegments", ["--files", ",".join(files), "--print-data-log"]).check()
+    assert "endTxnMarker: ABORT coordinatorEpoch: 5" in run.out, run.out
+    assert "endTxnMarker: COMMIT coordinatorEpoch: 5" in run.out, run.out
+    assert "version: 0 producerId: 1000 firstOffset: 0 lastOffset: 3 lastStableOffset: 2" in run.out, run.out
