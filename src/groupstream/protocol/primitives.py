@@ -217,9 +217,22 @@ def write_compact_nullable_bytes(v: Buffer | None, out: list[bytes]) -> None:
 # --- uuid ------------------------------------------------------------------------------------------------
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+"""Decoded UUIDs by their bytes: a broker reads the same few topic ids over and over (every fetch, every
+heartbeat, every coordinator record), and ``uuid.UUID(bytes=...)`` is Python code; UUIDs are immutable, so one
+object per value is shared (a memo, bounded; its loss only costs a rebuild)."""
+_UUIDS_MAX = 4096
+
+
 def read_uuid(buf: memoryview, pos: int) -> tuple[uuid.UUID, int]:
     end = need(buf, pos, 16)
-    return uuid.UUID(bytes=bytes(buf[pos:end])), end
+    raw = bytes(buf[pos:end])
+    found = _UUIDS.get(raw)
+    if found is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        found = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return found, end
 
 
 # --- tagged fields ---------------------------------------------------------------------------------------
