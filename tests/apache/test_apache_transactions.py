@@ -9,6 +9,7 @@ from txn_scenarios import (
     aborted_records_are_invisible_to_read_committed,
     admin_and_cli_show_open_transactions,
     killed_loop_outputs_every_record_once,
+    stale_group_metadata_makes_the_transaction_abortable,
     zombie_is_fenced,
 )
 
@@ -35,3 +36,7 @@ def test_consume_transform_produce_killed_9_outputs_each_record_once(apache_node
 
 def test_admin_and_cli_list_and_describe_transactions(apache_node: Cluster) -> None:
     admin_and_cli_show_open_transactions(apache_node.bootstrap, unique("txn-admin"), unique("tid"))
+
+
+def test_a_stale_generation_makes_the_transaction_abortable(apache_node: Cluster) -> None:
+    stale_group_metadata_makes_the_transaction_abortable(apache_node.bootstrap, unique("txn-gen"))

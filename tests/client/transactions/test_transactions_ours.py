@@ -11,6 +11,7 @@ from txn_scenarios import (
     aborted_records_are_invisible_to_read_committed,
     admin_and_cli_show_open_transactions,
     killed_loop_outputs_every_record_once,
+    stale_group_metadata_makes_the_transaction_abortable,
     zombie_is_fenced,
 )
 
@@ -41,3 +42,7 @@ def test_consume_transform_produce_killed_9_outputs_each_record_once(
     groupstream_broker: BrokerProcess, client: str
 ) -> None:
     killed_loop_outputs_every_record_once(groupstream_broker.bootstrap, unique(f"txn-loop-{client}"), client)
+
+
+def test_a_stale_generation_makes_the_transaction_abortable(groupstream_broker: BrokerProcess) -> None:
+    stale_group_metadata_makes_the_transaction_abortable(groupstream_broker.bootstrap, unique("txn-gen"))

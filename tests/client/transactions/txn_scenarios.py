@@ -264,3 +264,41 @@ def admin_and_cli_show_open_transactions(bootstrap: str, topic: str, tid: str) -
         )
     finally:
         p.close()
+
+
+def stale_group_metadata_makes_the_transaction_abortable(bootstrap: str, prefix: str) -> None:
+    """``group_metadata()`` names the member (generation, member id, instance id); offsets sent with a stale
+    generation are refused (KIP-447) as an abortable error: abort, and the next transaction commits them."""
+    from dataclasses import replace
+
+    from groupstream.client.producer.errors import TransactionAbortableError
+
+    src, group = f"{prefix}-in", f"{prefix}-group"
+    make_topic(bootstrap, src, 1)
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": f"{prefix}-i",
+         "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}-tid"})
+    try:
+        c.subscribe([src])
+        wait_until(lambda: (c.poll(0.2), c.assignment())[1], 30, "the consumer's assignment", interval_s=0)
+        gm = c.group_metadata()
+        assert (gm.group_id, gm.group_instance_id) == (group, f"{prefix}-i")
+        assert gm.generation_id >= 1 and gm.member_id
+        p.init_transactions(60)
+        p.begin_transaction()
+        with pytest.raises(TransactionAbortableError, match="ILLEGAL_GENERATION") as info:
+            p.send_offsets_to_transaction({(src, 0): 5}, replace(gm, generation_id=gm.generation_id + 7), 30)
+        assert info.value.txn_requires_abort and not info.value.fatal
+        with pytest.raises(TransactionAbortableError):
+            p.commit_transaction(30)  # the transaction can only be aborted now
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.send_offsets_to_transaction({(src, 0): 5}, gm, 30)
+        p.commit_transaction(30)
+        committed = c.committed([(src, 0)])
+        assert [om.offset for om in committed.values() if om is not None] == [5]
+    finally:
+        p.close()
+        c.close()
