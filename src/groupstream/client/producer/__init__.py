@@ -1,4 +1,5 @@
-"""The producer: batching, compression, idempotence and retries on the client's background network thread.
+"""The producer: batching, compression, idempotence, transactions and retries on the client's background network
+thread.
 
 ``from groupstream.client.producer import Producer``.
 """
@@ -8,6 +9,12 @@ from groupstream.client.producer.errors import (
     ProducerClosedError,
     ProducerTimeoutError,
     SerializationError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionError,
+    TransactionFatalError,
+    TransactionStateError,
+    TransactionTimeoutError,
 )
 from groupstream.client.producer.future import BulkDelivery, DeliveryHandle
 from groupstream.client.producer.producer import Producer
@@ -22,4 +29,10 @@ __all__ = [
     "ProducerTimeoutError",
     "RecordMetadata",
     "SerializationError",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionError",
+    "TransactionFatalError",
+    "TransactionStateError",
+    "TransactionTimeoutError",
 ]
