@@ -240,6 +240,10 @@ class ConsumerGroup:
         self._subscribed_names: frozenset[str] | None = None
         # Session state (not in any record): when the regular expressions were last resolved.
         self.regex_refresh_deadline_ms = 0
+        # While the shard loads the log: each member's last current-assignment record, applied once loading
+        # ends (``flush_assignments``). A log holds a member's assignment at every epoch it went through
+        # (a record per member per rebalance); only the last one is the state.
+        self._deferred: dict[str, CurrentMemberAssignmentValue | None] | None = None
 
     # --- state -------------------------------------------------------------------------------------------
 
@@ -312,6 +316,8 @@ class ConsumerGroup:
             self._unindex(member)
         self._subscribed_names = None
         if value is None:
+            if self._deferred is not None:
+                self._deferred.pop(member_id, None)
             if member is not None:
                 self._release(member)
                 self._count(member.assignment, -1)
@@ -339,12 +345,26 @@ class ConsumerGroup:
         self.assignment_timestamp_ms = timestamp_ms
         self._refresh()
 
+    def defer_assignments(self) -> None:
+        """Keep only each member's last current-assignment record until ``flush_assignments`` (loading)."""
+        if self._deferred is None:
+            self._deferred = {}
+
+    def flush_assignments(self) -> None:
+        """Apply the current-assignment records kept back, and apply the next ones as they come."""
+        deferred, self._deferred = self._deferred, None
+        for member_id, value in (deferred or {}).items():
+            self.apply_current_assignment(member_id, value)
+
     def apply_current_assignment(self, member_id: str, value: CurrentMemberAssignmentValue | None) -> None:
         member = self.members.get(member_id)
         if member is None:
             if value is None:
                 return
             member = self._add_member(member_id)
+        if self._deferred is not None:
+            self._deferred[member_id] = value
+            return
         self._release(member)
         self._count(member.assignment, -1)
         if value is None:

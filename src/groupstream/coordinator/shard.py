@@ -94,6 +94,9 @@ class GroupCoordinatorShard:
         self._consumer_admin = ConsumerGroupAdmin()
         self._offsets = OffsetHandlers()
         self._admin = GroupAdmin()
+        # Until on_loaded: replay is loading the log, so consumer groups keep only each member's last
+        # current-assignment record (see ConsumerGroup.defer_assignments).
+        self._loading = True
 
     @property
     def partition(self) -> int:
@@ -167,7 +170,13 @@ class GroupCoordinatorShard:
             if classic is not None:
                 classic.transition_to(GroupState.DEAD, classic.state_timestamp)
             group = self._ctx.consumer_groups[group_id] = ConsumerGroup(group_id)
+            if self._loading:
+                group.defer_assignments()
         return group
+
+    def _flush_consumer_groups(self) -> None:
+        for group in self._ctx.consumer_groups.values():
+            group.flush_assignments()
 
     def _delete_consumer_group(self, group_id: str) -> None:
         group = self._ctx.consumer_groups.pop(group_id, None)
@@ -244,6 +253,8 @@ class GroupCoordinatorShard:
     def on_loaded(self, now_ms: int) -> CoordinatorResult:
         """The whole partition has been replayed: give every loaded member a fresh session, rebalance groups
         over ``group.max.size``, and start the offsets retention check."""
+        self._loading = False
+        self._flush_consumer_groups()
         op = Op(self._ctx, now_ms)
         for group_id in sorted(self._ctx.groups):
             group = self._ctx.groups[group_id]
@@ -327,6 +338,7 @@ class GroupCoordinatorShard:
         return MappingProxyType(self._ctx.deadlines)
 
     def durable_state(self) -> DurableState:
+        self._flush_consumer_groups()
         return DurableState(
             groups={gid: g.committed for gid, g in sorted(self._ctx.groups.items()) if g.in_log},
             offsets=self._ctx.offsets.snapshot(),
