@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupstream.client.consumer.membership_api import GroupMetadata
 from groupstream.client.net.network_thread import ApplicationEvent, CompletableEvent
@@ -20,6 +20,9 @@ from groupstream.client.producer.errors import (
 )
 from groupstream.client.producer.lifecycle import Lifecycle
 from groupstream.client.producer.transactions import TransactionManager, _Offsets, offsets_of
+
+if TYPE_CHECKING:
+    from groupstream.client.producer.prepared import PreparedTransaction
 
 
 class TxnCall(CompletableEvent):
@@ -104,6 +107,14 @@ class TransactionalProducer(Lifecycle):
         """Abort the open transaction: records not sent yet fail with `TransactionAbortedError`, and none of
         its records or offsets ever become visible to read_committed consumers."""
         self._txn_call("abort", "abort_transaction", self._timeout(timeout))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Send every record of the open transaction and wait until each is acknowledged, leaving it open: its
+        identity (`PreparedTransaction`) lets anyone commit or abort it later with ``complete_transaction``
+        (two-phase commit; see ``prepared``). Closing this producer afterwards does not end it."""
+        from groupstream.client.producer.prepared import prepare_transaction
+
+        return prepare_transaction(self, timeout)  # type: ignore[arg-type]
 
     def _timeout(self, timeout: float | None) -> float:
         return self.config.max_block_ms / 1000 if timeout is None or timeout < 0 else timeout
