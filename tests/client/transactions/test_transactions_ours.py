@@ -15,7 +15,7 @@ from txn_scenarios import (
     zombie_is_fenced,
 )
 
-from support.brokers import BrokerProcess
+from support.brokers import BrokerFactory, BrokerProcess
 from support.cluster_topics import unique
 
 _CLI = Path(__file__).resolve().parents[2] / "cli"
@@ -46,3 +46,14 @@ def test_consume_transform_produce_killed_9_outputs_each_record_once(
 
 def test_a_stale_generation_makes_the_transaction_abortable(groupstream_broker: BrokerProcess) -> None:
     stale_group_metadata_makes_the_transaction_abortable(groupstream_broker.bootstrap, unique("txn-gen"))
+
+
+def test_the_loop_survives_a_broker_kill_9(broker_factory: BrokerFactory) -> None:
+    """Besides the loop's own kills, our broker is killed -9 once (open transactions, the coordinator's state
+    and the group's offsets recovered from its logs) while the loop runs: the loop's client rides it out."""
+    broker = broker_factory("groupstream")
+
+    def kill_broker() -> None:
+        broker.restart(kill=True)
+
+    killed_loop_outputs_every_record_once(broker.bootstrap, unique("txn-loop-broker"), "ours", kill_broker=kill_broker)

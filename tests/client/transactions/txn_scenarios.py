@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -166,11 +167,19 @@ def zombie_is_fenced(bootstrap: str, topic: str, tid: str) -> None:
 
 
 def killed_loop_outputs_every_record_once(
-    bootstrap: str, prefix: str, client: str, *, records: int = 5000, kills: int = 3, seed: int | None = None
+    bootstrap: str,
+    prefix: str,
+    client: str,
+    *,
+    records: int = 5000,
+    kills: int = 3,
+    seed: int | None = None,
+    kill_broker: Callable[[], None] | None = None,
 ) -> None:
     """Feed ``records`` input records, run ``txn_loop.py`` and kill -9 it ``kills`` times at random moments
     (restarting it each time), then let it finish: the output read at read_committed holds every input value,
-    transformed, exactly once."""
+    transformed, exactly once. ``kill_broker`` (kill -9 of the broker and its restart) runs once, during the
+    second run, which must then commit again before it is killed in turn."""
     seed = random.randrange(2**32) if seed is None else seed
     rng = random.Random(seed)
     src, dst, group, tid = f"{prefix}-in", f"{prefix}-out", f"{prefix}-group", f"{prefix}-tid"
@@ -205,6 +214,14 @@ def killed_loop_outputs_every_record_once(
                 if not line:
                     break  # it found nothing left to do and exited: the last run below says how
                 time.sleep(rng.uniform(0.0, 1.0))  # the random moment of the kill -9 is the test's input
+                if kill_broker is not None and killed == 1:
+                    kill_broker()
+                    line = proc.stdout.readline()
+                    while line and not line.startswith("committed"):
+                        first += line
+                        line = proc.stdout.readline()
+                    first += line
+                    assert line, f"the loop did not commit after the broker restarted (seed {seed}): {first}"
             finally:
                 proc.kill()
                 out, _ = proc.communicate(timeout=30)
