@@ -7,8 +7,9 @@ consumer group named by ``group.id``, so ``groupstream groups describe`` and any
 
 The sink produces the rows through our idempotent producer (Arrow batches, ``produce_arrow``) with acks=all and waits for every ack before the
 task reports success: at-least-once. A task that Spark retries produces its rows again, so a retried task or a
-restarted streaming batch can duplicate records; the broker has no transactions yet, so the sink cannot do
-better than that and says so.
+restarted streaming batch can duplicate records. With ``exactlyOnce=true`` each task writes in a Kafka
+transaction that the driver commits once the batch is decided (see `kafka_eos`): exactly once for read_committed
+readers.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.cluster import Cluster, DataLossError
 from groupstream.spark.dataloss import Position, find_losses, next_end, starts, warning_text
 from groupstream.spark.executor import ReadSpec, read_range
+from groupstream.spark.kafka_eos import (
+    ExactlyOnceBatchWriter,
+    ExactlyOnceStreamWriter,
+    exactly_once_requested,
+)
 from groupstream.spark.options import (
     EARLIEST,
     LATEST,
@@ -95,9 +101,13 @@ class GroupstreamDataSource(DataSource):
         return StreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if exactly_once_requested(self.options):
+            return ExactlyOnceBatchWriter(dict(self.options), schema)
         return BatchWriter(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        if exactly_once_requested(self.options):
+            return ExactlyOnceStreamWriter(dict(self.options), schema)
         return StreamWriter(dict(self.options), schema)
 
 
