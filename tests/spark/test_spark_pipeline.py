@@ -109,7 +109,7 @@ checkpoint = "ck"
         ("[source\n", "is not valid TOML"),
         ("[source]\ntopic='t'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\ninstances=2", "a region needs source.group_id"),
         ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\ntopic='o'\ncheckpoint='c'\n[region]\ninstances=2",
-         "a region writes a Parquet table"),
+         "a region writes a Parquet or Delta table"),
         ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\ninstances=0",
          "region.instances must be a positive integer"),
         ("[source]\ntopic='t'\ngroup_id='g'\n[sink]\npath='o'\ncheckpoint='c'\n[region]\nmembers=2", "unknown key region.members"),
