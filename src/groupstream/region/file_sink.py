@@ -9,6 +9,11 @@ and the buffer are discarded, because the records behind them will be processed 
 
 The table is the ``part-*.parquet`` files of the directory; ``_prepared`` is invisible to readers that skip
 names starting with ``_`` (Spark, pyarrow).
+
+With ``delta=True`` the directory is also a Delta table: each commit then adds the member's newly published files
+to the Delta log in one entry carrying the application transaction (``groupstream-region-<member>``, the newest
+checkpoint id it covers). Published files are named by checkpoint, so a member that died between the rename and
+the Delta commit adds exactly the files the log lacks at its next commit or reset, never one twice.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 class CheckpointedParquetSink:
-    def __init__(self, root: Path, member: str) -> None:
+    def __init__(self, root: Path, member: str, delta: bool = False) -> None:
         if "-" in member or "/" in member:
             raise ValueError(f"member name {member!r} cannot contain '-' or '/' (it names files)")
         self.root = Path(root)
@@ -40,6 +45,7 @@ class CheckpointedParquetSink:
         self.prepared_dir = self.root / PREPARED
         self.prepared_dir.mkdir(parents=True, exist_ok=True)
         self._rows: list[Mapping[str, Any]] = []
+        self.delta = delta
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> None:
         self._rows.extend(rows)
@@ -86,7 +92,30 @@ class CheckpointedParquetSink:
                 published += 1
         if published:
             _fsync_dir(self.root)
+        if self.delta:
+            self._commit_delta(upto_checkpoint_id)
         return published
+
+    @property
+    def delta_app_id(self) -> str:
+        return f"groupstream-region-{self.member}"
+
+    def _commit_delta(self, upto_checkpoint_id: int) -> None:
+        """Add this member's published files up to ``upto_checkpoint_id`` that the Delta log lacks."""
+        from groupstream.spark.delta_table import commit_files, committed_version
+
+        done = committed_version(self.root, self.delta_app_id)
+        new = [(cid, path) for cid, path in self._published() if (done is None or cid > done) and cid <= upto_checkpoint_id]
+        if new:
+            commit_files(self.root, [path for _cid, path in new], self.delta_app_id, new[-1][0])
+
+    def _published(self) -> list[tuple[int, Path]]:
+        out = []
+        for path in self.root.glob(f"part-*-{self.member}.parquet"):
+            cid = path.stem.split("-")[1]
+            if cid.isdigit():
+                out.append((int(cid), path))
+        return sorted(out)
 
     def reset(self, to_checkpoint_id: int | None) -> None:
         """The region resets to ``to_checkpoint_id`` (None: its initial state): keep what that checkpoint
