@@ -10,6 +10,7 @@ from txn_scenarios import (
     admin_and_cli_show_open_transactions,
     killed_loop_outputs_every_record_once,
     stale_group_metadata_makes_the_transaction_abortable,
+    stopped_zombie_cannot_commit,
     zombie_is_fenced,
 )
 
@@ -40,3 +41,7 @@ def test_admin_and_cli_list_and_describe_transactions(apache_node: Cluster) -> N
 
 def test_a_stale_generation_makes_the_transaction_abortable(apache_node: Cluster) -> None:
     stale_group_metadata_makes_the_transaction_abortable(apache_node.bootstrap, unique("txn-gen"))
+
+
+def test_a_sigstopped_zombie_cannot_commit_after_resuming(apache_node: Cluster) -> None:
+    stopped_zombie_cannot_commit(apache_node.bootstrap, unique("txn-stop"), unique("tid"))

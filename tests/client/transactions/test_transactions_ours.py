@@ -12,6 +12,7 @@ from txn_scenarios import (
     admin_and_cli_show_open_transactions,
     killed_loop_outputs_every_record_once,
     stale_group_metadata_makes_the_transaction_abortable,
+    stopped_zombie_cannot_commit,
     zombie_is_fenced,
 )
 
@@ -57,3 +58,7 @@ def test_the_loop_survives_a_broker_kill_9(broker_factory: BrokerFactory) -> Non
         broker.restart(kill=True)
 
     killed_loop_outputs_every_record_once(broker.bootstrap, unique("txn-loop-broker"), "ours", kill_broker=kill_broker)
+
+
+def test_a_sigstopped_zombie_cannot_commit_after_resuming(groupstream_broker: BrokerProcess) -> None:
+    stopped_zombie_cannot_commit(groupstream_broker.bootstrap, unique("txn-stop"), unique("tid"))

@@ -319,3 +319,41 @@ def stale_group_metadata_makes_the_transaction_abortable(bootstrap: str, prefix:
     finally:
         p.close()
         c.close()
+
+
+def stopped_zombie_cannot_commit(bootstrap: str, topic: str, tid: str) -> None:
+    """Our producer in its own process opens a transaction and is SIGSTOPped; a new instance with the same
+    transactional.id initialises and commits; the resumed zombie's commit fails as fatal and nothing it wrote is
+    ever visible to read_committed readers."""
+    import signal
+
+    make_topic(bootstrap, topic, 1)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = Path(__file__).with_name("txn_zombie.py")
+    zombie = subprocess.Popen([sys.executable, str(script), bootstrap, topic, tid], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    new = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    try:
+        assert zombie.stdin is not None and zombie.stdout is not None
+        assert zombie.stdout.readline().strip() == "ready"
+        zombie.send_signal(signal.SIGSTOP)
+        new.init_transactions(60)  # fences the stopped one and aborts its open transaction
+        new.begin_transaction()
+        new.produce(topic, b"new", partition=0)
+        new.commit_transaction(30)
+        zombie.send_signal(signal.SIGCONT)
+        zombie.stdin.write("go\n")
+        zombie.stdin.flush()
+        verdict = ""
+        while (line := zombie.stdout.readline()) and not line.startswith(("fatal ", "abortable ", "committed")):
+            verdict += line  # the producer's log lines (stderr goes to the same pipe)
+        verdict = line.strip() or verdict
+        assert verdict.startswith("fatal ") and ("PRODUCER_FENCED" in verdict or "INVALID_PRODUCER_EPOCH" in verdict), verdict
+        assert zombie.wait(30) == 0
+        assert confluent_values(bootstrap, topic, "read_committed", 1, partitions=1) == [b"new"]
+    finally:
+        if zombie.poll() is None:
+            zombie.send_signal(signal.SIGCONT)
+            zombie.kill()
+            zombie.wait(10)
+        new.close()

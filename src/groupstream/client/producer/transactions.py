@@ -396,9 +396,9 @@ class TransactionManager:
         if node is None:
             if code in _FATAL or code in (E.GROUP_AUTHORIZATION_FAILED,):
                 what = (
-                    "the transaction coordinator"
+                    f"the coordinator of transactional.id {key!r}"
                     if key_type == _KEY_TXN
-                    else f"the coordinator of group {key!r}"
+                    else f"the coordinator of group {key!r} (transactional.id {self.transactional_id!r})"
                 )
                 err = txn_error(code, f"FindCoordinator for {what}")
                 self._fatal(err) if isinstance(err, TransactionFatalError) else self._abortable(err)
@@ -692,7 +692,7 @@ class TransactionManager:
     def _fatal(self, err: TransactionError) -> None:
         if self.fatal_error is not None:
             return
-        log.error("transactional.id %s: %s", self.transactional_id, err)
+        log.error("%s", err)  # the message names the transactional id
         self._end_flush_if_committing()
         self.fatal_error = err
         self.transition_to(S.FATAL_ERROR)
