@@ -301,5 +301,28 @@ def test_replay_rebuilds_the_same_state_and_reload_finishes_what_was_decided() -
     assert loaded.markers == [MarkerJob("preparing", 1001, 0, False, frozenset({("t", 1)}))]
     timers: dict[str, int] = {}
     apply_timer_ops(timers, loaded.timers)
-    assert timers == {"txn-timeout:open": started + 30_000}  # the original deadline, not a new one
+    # the original deadline, not a new one; and the periodic check for idle ids
+    assert timers == {"txn-timeout:open": started + 30_000, "txn-expiration": d.now + 3_600_000}
     assert loaded.records == [] and loaded.responses == []
+
+
+def test_idle_transactional_ids_expire() -> None:
+    d = Driver()
+    d.shard = TransactionShard(0, TransactionCoordinatorConfig(id_expiration_ms=10_000, expiration_check_interval_ms=1_000),
+                               lambda: next(d.ids))  # fmt: skip
+    d.apply(d.shard.on_loaded(d.now))
+    d.init("idle")
+    d.init("busy")
+    d.add(1001, 0, {"t": [0]}, tid="busy")
+    d.init("done")
+    d.add(1002, 0, {"t": [1]}, tid="done")
+    d.end(1002, 0, True, tid="done")
+    d.finish_markers()
+    d.advance(9_000)
+    assert sorted(d.shard.transactions()) == ["busy", "done", "idle"]
+    d.advance(1_000)  # 10 s idle: "idle" and "done" go; "busy" has an open transaction (its timeout is 60 s)
+    assert sorted(d.shard.transactions()) == ["busy"]
+    assert [decode_record(k, v) for k, v in d.encoded[-2:]] == [TxnRecord("done", None), TxnRecord("idle", None)]
+    assert d.timers["txn-expiration"] == d.now + 1_000  # checked again
+    r = d.init("idle")  # a new producer with an expired id starts afresh, with a new producer id
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1003, 0)

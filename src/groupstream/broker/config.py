@@ -115,6 +115,8 @@ class BrokerConfig:
     transaction_state_num_partitions: int = 50
     transaction_state_segment_bytes: int = 100 * 1024 * 1024
     transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    transaction_cleanup_interval_ms: int = 3600 * 1000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     # group.* and offsets.* properties of the coordinator, validated on apply
@@ -234,6 +236,10 @@ class BrokerConfig:
                 self.transaction_state_segment_bytes = _int(name, value, 1024)
             elif name == "transaction.max.timeout.ms":
                 self.transaction_max_timeout_ms = _int(name, value, 1)
+            elif name == "transactional.id.expiration.ms":
+                self.transactional_id_expiration_ms = _int(name, value, 1)
+            elif name == "transaction.remove.expired.transaction.cleanup.interval.ms":
+                self.transaction_cleanup_interval_ms = _int(name, value, 1)
             elif name == "log.cleaner.enable":
                 self.log_cleaner_enable = _bool(name, value)
             elif name == "log.cleaner.backoff.ms":
@@ -317,6 +323,8 @@ def known_properties() -> list[str]:
             "transaction.state.log.num.partitions",
             "transaction.state.log.segment.bytes",
             "transaction.max.timeout.ms",
+            "transactional.id.expiration.ms",
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
             "log.cleaner.enable",
             "log.cleaner.backoff.ms",
             "max.connections",

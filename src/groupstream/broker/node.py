@@ -41,6 +41,7 @@ from groupstream.security.tls import TlsConfigError, server_context
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.config import LogConfig
 from groupstream.storage.dir_lock import DataDirLock, DataDirLockedError
+from groupstream.transaction.shard import TransactionCoordinatorConfig
 
 log = logging.getLogger("groupstream.broker")
 
@@ -96,7 +97,9 @@ class Broker:
         try:
             self.transactions = TransactionCoordinator(
                 self, config.transaction_state_num_partitions, config.transaction_state_segment_bytes,
-                config.transaction_max_timeout_ms, partitions,
+                TransactionCoordinatorConfig(config.transaction_max_timeout_ms, config.transactional_id_expiration_ms,
+                                             config.transaction_cleanup_interval_ms),
+                partitions,
             )
         except BaseException:
             self.catalog.close()

@@ -73,12 +73,12 @@ class TransactionCoordinator:
     coordinator (``serving()``), so brokers that never see a transaction do not carry 50 more partitions;
     once it exists it is loaded at every start."""
 
-    def __init__(self, broker: Broker, num_partitions: int, segment_bytes: int, max_timeout_ms: int,
+    def __init__(self, broker: Broker, num_partitions: int, segment_bytes: int, config: TransactionCoordinatorConfig,
                  offsets_partitions: int) -> None:
         self._broker = broker
         self._num_partitions = num_partitions
         self._segment_bytes = segment_bytes
-        self._config = TransactionCoordinatorConfig(max_timeout_ms=max_timeout_ms)
+        self._config = config
         self._view = TxnTopics(broker.catalog, offsets_partitions)
         self.runtime: CoordinatorRuntime | None = None
         if broker.catalog.get_topic(TRANSACTION_STATE_TOPIC) is not None:

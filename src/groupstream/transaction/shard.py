@@ -61,6 +61,7 @@ SUPPORTED_API_KEYS = frozenset(
 # for the fencing bump of an ongoing transaction).
 MAX_EPOCH = 32767 - 1
 TIMEOUT_TIMER = "txn-timeout:"
+EXPIRATION_TIMER = "txn-expiration"
 
 # The first version of each API whose clients know PRODUCER_FENCED; older ones get INVALID_PRODUCER_EPOCH.
 _FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
@@ -68,9 +69,14 @@ _FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_T
 
 @dataclass(frozen=True, slots=True)
 class TransactionCoordinatorConfig:
-    """``transaction.max.timeout.ms`` (Kafka's default 15 minutes) bounds what a producer may ask for."""
+    """Kafka's settings and defaults: ``transaction.max.timeout.ms`` (15 minutes) bounds what a producer may
+    ask for; a transactional id without an open transaction whose last change is older than
+    ``transactional.id.expiration.ms`` (7 days) is removed, checked every
+    ``transaction.remove.expired.transaction.cleanup.interval.ms`` (1 hour)."""
 
     max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    expiration_check_interval_ms: int = 3600 * 1000
 
 
 class TxnTopicsView(Protocol):
@@ -143,7 +149,7 @@ class TransactionShard:
     def on_loaded(self, now_ms: int) -> TxnResult:
         """After a restart or a move: finish what was decided (markers of Prepare* records again) and arm the
         timeouts of open transactions."""
-        result = TxnResult()
+        result = TxnResult(timers=[ScheduleTimer(EXPIRATION_TIMER, now_ms + self.config.expiration_check_interval_ms)])
         for m in self._txns.values():
             if m.state.is_preparing:
                 result.markers.append(_job(m))
@@ -176,6 +182,8 @@ class TransactionShard:
     def on_timer(self, key: str, now_ms: int, view: Any) -> TxnResult:
         """A transaction's timeout: still Ongoing and expired, it is aborted with an epoch bump (the producer is
         fenced, as Kafka does it), so that a stuck producer cannot hold the last stable offset back."""
+        if key == EXPIRATION_TIMER:
+            return self._expire(now_ms)
         if not key.startswith(TIMEOUT_TIMER):
             return TxnResult()
         m = self._txns.get(key[len(TIMEOUT_TIMER):])
@@ -184,6 +192,17 @@ class TransactionShard:
         if now_ms < m.start_ms + m.timeout_ms:  # the transaction was restarted since the timer was set
             return TxnResult(timers=[ScheduleTimer(key, m.start_ms + m.timeout_ms)])
         return self._fence_and_abort(m, now_ms)
+
+    def _expire(self, now_ms: int) -> TxnResult:
+        """Kafka's cleanup of idle transactional ids: one with no open transaction (Empty, CompleteCommit,
+        CompleteAbort) unchanged for ``transactional.id.expiration.ms`` becomes Dead and is removed by a
+        tombstone; its producer id is not handed out again (ids are never reused)."""
+        result = TxnResult(timers=[ScheduleTimer(EXPIRATION_TIMER, now_ms + self.config.expiration_check_interval_ms)])
+        for tid, m in sorted(self._txns.items()):
+            if m.state.is_complete and now_ms - m.last_update_ms >= self.config.id_expiration_ms:
+                m.transition_to(TxnState.DEAD, now_ms)  # checked: only an idle id may die
+                result.records.append(TxnRecord(tid, None))
+        return result
 
     def markers_written(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         now_ms: int) -> TxnResult:
