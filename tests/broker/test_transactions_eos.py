@@ -8,9 +8,11 @@ input positions, commit. A new incarnation's init_transactions fences the killed
 transaction; any error ends the process and the test starts it again, as a supervisor would.
 
 After the broker's kill, librdkafka 2.x's producer (seen with debug=eos) re-adds its partitions and the group's
-offsets partition but does not send the TxnOffsetCommit of the open transaction again; the transaction is then
-ended by its timeout (10 s here): our coordinator aborts it with an epoch bump, the producer is fenced, and the
-restarted loop goes on from the committed offsets. That is the timeout path of the coordinator at work.
+offsets partition but never sends the TxnOffsetCommit of the open transaction: its coordinator request waits
+for a broker state change that does not come and ignores its own timeout (librdkafka issues #5456 and #5511,
+both open). The transaction is then ended by its timeout (10 s here): our coordinator aborts it with an epoch
+bump, the producer is fenced, and the restarted loop goes on from the committed offsets, which is the
+coordinator's timeout path at work.
 """
 
 from __future__ import annotations
