@@ -39,7 +39,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     m = rsub.add_parser("member", parents=[common], help="run one group consumer operator of the region")
     m.add_argument("--topic", action="append", required=True, help="a topic to consume (repeatable)")
     m.add_argument("--member", required=True, help="this operator's name in the region")
-    m.add_argument("--output", type=Path, required=True, help="the region's output table (a directory)")
+    m.add_argument("--output", type=Path, required=True,
+                   help="the region's output table (a directory); with --output-topic, where the member records "
+                        "its prepared transactions (one directory all members share)")  # fmt: skip
+    m.add_argument("--output-topic", metavar="TOPIC",
+                   help="write the output to this Kafka topic in transactions committed per complete checkpoint "
+                        "(exactly once for read_committed readers) instead of a Parquet table")  # fmt: skip
     m.add_argument("--checkpoints", type=Path, required=True,
                    help="where operator checkpoints are kept: one directory all members of the region share")  # fmt: skip
     m.add_argument("--start-position", default="beginning",
@@ -79,6 +84,7 @@ def run_member(args: argparse.Namespace) -> int:
     from groupstream.region.control_plane import ControlPlane
     from groupstream.region.control_records import MemberRegistration
     from groupstream.region.file_sink import CheckpointedParquetSink
+    from groupstream.region.kafka_output import KafkaCheckpointedSink
     from groupstream.region.member import MemberConfig, RegionMember
 
     stop = threading.Event()
@@ -90,8 +96,13 @@ def run_member(args: argparse.Namespace) -> int:
                                 "client.id": f"region-{args.member}", "max.poll.records": args.max_poll_records,
                                 "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000})  # fmt: skip
     plane = ControlPlane(args.bootstrap_server, args.region).start()
-    member = RegionMember(config, consumer, plane, DirectoryCheckpointStore(args.checkpoints),
-                          CheckpointedParquetSink(args.output, args.member), _identity)  # fmt: skip
+    sink: CheckpointedParquetSink | KafkaCheckpointedSink
+    if args.output_topic:
+        sink = KafkaCheckpointedSink({"bootstrap.servers": args.bootstrap_server}, args.output_topic, args.output,
+                                     args.member, prefix=f"groupstream-region-{args.region}")  # fmt: skip
+    else:
+        sink = CheckpointedParquetSink(args.output, args.member)
+    member = RegionMember(config, consumer, plane, DirectoryCheckpointStore(args.checkpoints), sink, _identity)
     member.events = _Log(args.member)
     try:
         member.start()
@@ -102,6 +113,8 @@ def run_member(args: argparse.Namespace) -> int:
         return 3
     finally:
         member.stop()
+        if isinstance(sink, KafkaCheckpointedSink):
+            sink.close()  # the open interval's transaction is aborted: its records are read again after a restart
         plane.publish(MemberRegistration(plane.region, args.group, args.member, None))  # deregister
         consumer.close()
         plane.close()

@@ -35,6 +35,7 @@ from groupstream.region.control_records import (
 )
 from groupstream.region.controller_runtime import RESET_REQUEST
 from groupstream.region.file_sink import CheckpointedParquetSink
+from groupstream.region.kafka_output import RegionSink
 from groupstream.region.merge import MergeKey, merge_timeout_ms
 from groupstream.region.operator_state import OperatorState
 
@@ -93,7 +94,8 @@ class MemberConfig:
 
 class RegionMember:
     def __init__(self, config: MemberConfig, consumer: RegionConsumer, plane: ControlPlane, store: CheckpointStore,
-                 sink: CheckpointedParquetSink, process: Callable[[Any], Mapping[str, Any] | None]) -> None:  # fmt: skip
+                 sink: CheckpointedParquetSink | RegionSink,
+                 process: Callable[[Any], Mapping[str, Any] | None]) -> None:  # fmt: skip
         self.config = config
         self.consumer = consumer
         self.plane = plane
