@@ -152,3 +152,8 @@ def test_two_operators_write_a_topic_exactly_once_through_a_kill(
                 p.proc.kill()
     _exactly_once(reader.values, feed.values())
     _exactly_once(_confluent_committed(bs, out, feed.produced), feed.values())
+    with Admin({"bootstrap.servers": bs}) as admin:
+        mine = [t for t in admin.list_transactions() if t.transactional_id.startswith(f"groupstream-region-{region}-")]
+    assert mine, "the operators wrote no transactions"
+    # the stopped operators left nothing open (SIGTERM aborts the open interval; the killed one's was fenced)
+    assert [t.transactional_id for t in mine if t.state not in ("CompleteCommit", "CompleteAbort", "Empty")] == []

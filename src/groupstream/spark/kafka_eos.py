@@ -52,7 +52,11 @@ from pyspark.sql.types import StructType
 
 from groupstream.client.producer import Producer
 from groupstream.client.producer.future import BulkDelivery
-from groupstream.client.producer.prepared import PreparedTransaction, complete_transaction
+from groupstream.client.producer.prepared import (
+    PreparedTransaction,
+    PreparedTransactionLost,
+    complete_transaction,
+)
 from groupstream.spark.options import SinkOptions, SourceOptionError, parse_sink_options
 from groupstream.spark.sink import _COLUMNS, _check_types, check_sink_columns
 
@@ -295,7 +299,14 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         state = decisions.read()
         for batch, txns in pending_batches(state):
             log.info("batch %d was decided before a restart: committing its %d transactions", batch, len(txns))
-            _complete_all(_net_config(self.options), txns, True)
+            try:
+                _complete_all(_net_config(self.options), txns, True)
+            except PreparedTransactionLost as e:
+                raise RuntimeError(
+                    f"batch {batch} was decided but a transaction of it was aborted before its commit reached it "
+                    f"({e}): its records are lost; raise kafka.transaction.timeout.ms, and remove {decisions.path} "
+                    "to go on"
+                ) from None
             decisions.append({"batch": batch, "state": "done"})
             state.pending.pop(batch, None)
             state.last_done = max(state.last_done, batch)
