@@ -1,14 +1,17 @@
 """The exactly-once sink's driver side (issue 17, ``spark/kafka_eos.py``) without Spark's scheduler, against our
 broker: the decision log's folding (a torn last line, replays, compaction), a writer starting on a checkpoint
 whose last batch was decided but not completed commits that batch's prepared transactions before anything else,
-and a re-run of a batch already done is aborted, not committed twice."""
+and a re-run of a batch already done is aborted, not committed twice (on our broker and on a three-node Apache
+Kafka cluster)."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 from spark_kit import new_topic
 
@@ -80,7 +83,17 @@ def _committed(bootstrap: str, topic: str, settle_s: float) -> list[bytes]:
 def test_a_restarted_writer_finishes_the_decided_batch_and_aborts_its_rerun(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    bs = broker.bootstrap
+    restarted_writer_finishes_the_decided_batch(broker.bootstrap, tmp_path)
+
+
+@pytest.mark.broker_apache
+@pytest.mark.compat
+def test_the_same_on_a_three_node_apache_kafka_cluster(apache_cluster: Any, tmp_path: Path) -> None:
+    """The transaction coordinator and the output's leader may be different nodes there."""
+    restarted_writer_finishes_the_decided_batch(apache_cluster.bootstrap, tmp_path)
+
+
+def restarted_writer_finishes_the_decided_batch(bs: str, tmp_path: Path) -> None:
     out = new_topic(bs, 1, prefix="eos-drv")
     checkpoint = str(tmp_path / "checkpoint")
     prefix = f"drv-{time.monotonic_ns()}"
