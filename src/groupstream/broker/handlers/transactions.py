@@ -159,12 +159,12 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
     R = request.api.Response
     auth = broker.authorizer
     runtime = broker.transactions.serving()
-    slots: list[Any] = []  # per requested id: an answer, or (future, index in that shard's answer)
+    slots: list[tuple[Any, int]] = []  # per requested id: (an answer, -1) or (its shard, index in that shard's answer)
     by_shard: dict[int, list[str]] = defaultdict(list)
     for tid in req.transactional_ids:
         if not auth.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
-            slots.append(error_response(request.api, request.version, req._replace(transactional_ids=[tid]),
-                                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED).transaction_states[0])
+            slots.append((error_response(request.api, request.version, req._replace(transactional_ids=[tid]),
+                                         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED).transaction_states[0], -1))
             continue
         p = runtime.partition_for(tid)
         slots.append((p, len(by_shard[p])))
@@ -175,7 +175,7 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
 
     async def merge() -> Any:
         answers = {p: await f for p, f in futures.items()}
-        out = [s if not isinstance(s, tuple) else answers[s[0]].transaction_states[s[1]] for s in slots]
+        out = [where if index < 0 else answers[where].transaction_states[index] for where, index in slots]
         # partitions of topics the principal may not DESCRIBE are left out, as Kafka does
         out = [s._replace(topics=[t for t in s.topics if auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic)])
                for s in out]  # fmt: skip
