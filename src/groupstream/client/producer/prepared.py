@@ -19,9 +19,10 @@ others' transactions. Kafka's coordinator ends a transaction given its transacti
   abort of a CompleteAbort one, with NONE at the same epoch), so the decider may complete again after a crash
   without knowing whether its first EndTxn arrived. EndTxn is sent at v4 at most: v5 (KIP-890 part 2) makes
   the coordinator bump the epoch at each end, after which a retry carries a stale epoch; with v4 the epoch is
-  the one the producer had, which is what the prepared identity records. Kafka 4.x decides the ending's
-  protocol by the EndTxn version, so v4 also ends a transaction a producer opened with transaction.version 2
-  (partitions added by Produce v12): tried on Kafka 4.4, committed, its repeat answered NONE, the epoch kept.
+  the one the producer had, which is what the prepared identity records. v4 also ends a transaction a producer
+  opened with transaction.version 2 (partitions added by Produce v12), as observed on Kafka 4.4 (the
+  coordinator appears to pick the ending's protocol by the EndTxn version): committed, its repeat answered
+  NONE, the epoch kept.
 - An abort that finds the epoch bumped or the id remapped (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
   INVALID_PRODUCER_ID_MAPPING) is done: a newer producer of the id, or the coordinator's timeout, has already
   aborted whatever was open. A commit that finds them is not: the records are lost to read_committed readers
