@@ -21,7 +21,7 @@ from groupstream.protocol.error_codes import ErrorCode
 class Harness:
     """A manager wired to plain values standing in for the accumulator and sender."""
 
-    def __init__(self) -> None:
+    def __init__(self, transaction_version: int = 0) -> None:
         self.queued: list[tuple[str, int]] = []
         self.settled = True
         self.refusal: BaseException | None = None
@@ -31,6 +31,7 @@ class Harness:
             "tx", 60_000, self.idem, MetadataCache(), retry_backoff_ms=100, retry_backoff_max_ms=1000,
             queued_partitions=lambda: self.queued, settled=lambda: self.settled, abort_queued=lambda e: None,
             refuse=self._refuse, admit=self._admit, begin_flush=lambda: None, end_flush=lambda: None,
+            feature_level=lambda node, name: transaction_version if name == "transaction.version" else 0,
         )  # fmt: skip
         self.now = 1_000
 
@@ -144,3 +145,33 @@ def test_calls_in_the_wrong_state_are_refused_with_what_to_do() -> None:
     h.init()
     with pytest.raises(TransactionStateError, match="no transaction is open"):
         h.call("commit")
+
+
+def test_transaction_version_2_adds_partitions_and_groups_implicitly_and_bumps_the_epoch_per_transaction() -> None:
+    h = Harness(transaction_version=2)
+    h.init()
+    assert h.txn.transaction_version == 2
+    h.call("begin").result()
+    h.queued = [("a", 0)]
+    assert h.txn.may_send(("a", 0))  # Produce v12 adds it: no AddPartitionsToTxn
+    assert h.txn.poll(h.now).unsent_requests == ()
+    offsets = Future()
+    from groupstream.client.consumer.membership_api import GroupMetadata
+    from groupstream.client.producer.transactions import _Offsets
+
+    h.txn.start("offsets", offsets, _Offsets({("in", 0): (5, -1, None)}, GroupMetadata("g", 3, "m"), offsets))
+    req = h.request()
+    assert req.api.name == "FindCoordinator" and req.body_for(4).key_type == 0  # no AddOffsetsToTxn
+    C = req.api.Response.Coordinator
+    h.answer(req, 4, coordinators=[C(key="g", node_id=1, host="127.0.0.1", port=9092, error_code=0)])
+    req = h.request()
+    body = req.body_for(5)
+    assert req.api.name == "TxnOffsetCommit" and (body.generation_id, body.member_id) == (3, "m")
+    T = req.api.Response.TxnOffsetCommitResponseTopic
+    h.answer(req, 5, topics=[T(name="in", partitions=[T.TxnOffsetCommitResponsePartition(partition_index=0, error_code=0)])])
+    assert offsets.result() is None
+    commit = h.call("commit")
+    req = h.request()
+    assert req.api.name == "EndTxn" and req.max_version == 5
+    h.answer(req, 5, error_code=0, producer_id=7, producer_epoch=3)
+    assert commit.result() is None and (h.idem.producer_id, h.idem.producer_epoch) == (7, 3)

@@ -135,6 +135,8 @@ class NodeConnection:
         self._negotiation_corr = -1
         self._negotiation_version = _FIRST_API_VERSIONS_VERSION
         self.api_versions: dict[int, tuple[int, int]] = {}
+        # the cluster's finalized feature levels (ApiVersions v3+), e.g. transaction.version 2 (KIP-890 part 2)
+        self.finalized_features: dict[str, int] = {}
         self.last_failure: str | None = None
         self._nonce = nonce
         self._tls: TlsSession | None = None
@@ -460,6 +462,7 @@ class NodeConnection:
         if code != ErrorCode.NONE:
             return f"{self.address} refused ApiVersions v{self._negotiation_version}: {describe(code)} (error {code})"
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        self.finalized_features = {f.name: f.max_version_level for f in getattr(body, "finalized_features", None) or ()}
         sasl = self._config.security.sasl
         if sasl is None:
             self._ready()

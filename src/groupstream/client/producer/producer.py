@@ -166,9 +166,15 @@ class Producer(BulkPaths, TransactionalProducer):
             admit=admit,
             begin_flush=acc.begin_flush,
             end_flush=acc.end_flush,
+            feature_level=self._feature_level,
         )
         sender.txn = txn
         return txn
+
+    def _feature_level(self, node_id: int, feature: str) -> int:
+        """A finalized feature's level as ``node_id``'s ApiVersions answer gave it (0: not finalized)."""
+        conn = self._client.connection(node_id)
+        return conn.finalized_features.get(feature, 0) if conn is not None else 0
 
     def _process_event(self, event: ApplicationEvent, now_ms: int) -> None:
         if not self._process_txn_event(event):

@@ -180,6 +180,7 @@ class TransactionManager:
         admit: Callable[[], None],
         begin_flush: Callable[[], None],
         end_flush: Callable[[], None],
+        feature_level: Callable[[int, str], int] = lambda node, name: 0,
     ) -> None:
         self.transactional_id = transactional_id
         self.timeout_ms = transaction_timeout_ms
@@ -196,6 +197,11 @@ class TransactionManager:
         self._admit = admit
         self._begin_flush = begin_flush
         self._end_flush = end_flush
+        self._feature_level = feature_level
+        # transaction.version 2 (KIP-890 part 2), decided once InitProducerId has been answered over the
+        # coordinator's connection: partitions and groups join the transaction implicitly (Produce v12,
+        # TxnOffsetCommit v5), and EndTxn v5 ends each transaction with a new epoch
+        self.transaction_version = 1
         self._coordinator: int | None = None
         self._finding: str | None = None  # the key of the FindCoordinator in flight
         self._in_flight = False  # one request to a coordinator at a time, as Java's transaction manager
@@ -221,8 +227,15 @@ class TransactionManager:
         log.debug("transactional.id %s: %s -> %s", self.transactional_id, previous.value, target.value)
 
     def may_send(self, tp: TopicPartition) -> bool:
-        """Whether a batch of ``tp`` may go out: only once the partition belongs to the transaction."""
-        return tp in self._txn.added
+        """Whether a batch of ``tp`` may go out: only once the partition belongs to the transaction (with
+        transaction.version 2 the Produce request itself adds it: it belongs from its first batch on)."""
+        added = self._txn.added
+        if tp in added:
+            return True
+        if self.transaction_version >= 2 and self.state in (S.IN_TRANSACTION, S.COMMITTING):
+            added.add(tp)
+            return True
+        return False
 
     def batch_failed(self, error: BaseException) -> None:
         """A batch of the transaction failed for good: the transaction can only be aborted."""
@@ -318,15 +331,14 @@ class TransactionManager:
             return PollResult((), self._retry_at_ms - now_ms)
         pending = self._pending
         state = self.state
-        needs_coordinator = pending is not None or (
-            state in (S.IN_TRANSACTION, S.COMMITTING) and self._new_partitions()
-        )
+        adds = state in (S.IN_TRANSACTION, S.COMMITTING) and self.transaction_version < 2
+        needs_coordinator = pending is not None or (adds and bool(self._new_partitions()))
         if not needs_coordinator:
             return PollResult()
         if self._coordinator is None:
             return self._find(_KEY_TXN, self.transactional_id)
         request: UnsentRequest | None = None
-        if state in (S.IN_TRANSACTION, S.COMMITTING):
+        if adds:
             new = self._new_partitions()
             if new:
                 request = self._add_partitions(new)
@@ -352,6 +364,8 @@ class TransactionManager:
         if kind == "offsets":
             o = pending.offsets
             assert o is not None
+            if not o.added and self.transaction_version >= 2:
+                o.added = self._txn.offsets_added = True  # TxnOffsetCommit v5 adds the group itself
             if not o.added:
                 return self._add_offsets_request(o)
             if o.coordinator is None:
@@ -458,6 +472,8 @@ class TransactionManager:
                 self._txn = _Txn()
                 self._completed()
                 return
+            level = self._feature_level(response.node_id, "transaction.version")
+            self.transaction_version = 2 if level >= 2 else 1
             self.transition_to(S.READY)
             self._finish(None)
             return
@@ -599,7 +615,7 @@ class TransactionManager:
         )  # fmt: skip
         return UnsentRequest(
             _END_TXN, req, lambda r: self._on_end_txn(commit, r), node_id=self._coordinator,
-            max_version=self.end_txn_max,
+            max_version=5 if self.transaction_version >= 2 else self.end_txn_max,
         )  # fmt: skip
 
     def _on_end_txn(self, commit: bool, response: ClientResponse) -> None:
