@@ -12,7 +12,10 @@ records. Before the first batch of a partition is sent, the partition is registe
 the consumer's generation, member id and instance id to the group coordinator. ``commit_transaction`` (COMMITTING)
 sends EndTxn once every batch is settled; ``abort_transaction`` (ABORTING) fails the batches not sent yet,
 waits for those in flight, sends EndTxn(abort) and, when a batch left a gap in a partition's sequences, bumps
-the epoch with InitProducerId (KIP-360) before the producer is READY again.
+the epoch with InitProducerId (KIP-360) before the producer is READY again. Where the cluster finalized
+``transaction.version`` 2 (KIP-890 part 2; Apache Kafka 4.x does), AddPartitionsToTxn and AddOffsetsToTxn are
+not sent (Produce v12 and TxnOffsetCommit v5 add the partition and the group) and EndTxn v5 hands out the epoch
+of the next transaction.
 
 Errors are abortable or fatal, as in the Java client and librdkafka. A batch that fails, a refused partition or
 group, an unknown producer id: ABORTABLE_ERROR, from which only ``abort_transaction`` leads on. PRODUCER_FENCED,
@@ -57,7 +60,7 @@ _ADD_OFFSETS = by_name("AddOffsetsToTxn")
 _TXN_OFFSET_COMMIT = by_name("TxnOffsetCommit")
 _END_TXN = by_name("EndTxn")
 _ADD_PARTITIONS_CLIENT_MAX = 3  # v4+ is the broker-to-coordinator batch form (KIP-890)
-_END_TXN_MAX = 4  # v5 bumps the epoch per transaction (transaction.version 2); see end_txn_max
+_END_TXN_MAX = 4  # v5 (an epoch per transaction) only where transaction.version 2 is finalized
 _CONCURRENT_BACKOFF_MS = 5
 _KEY_TXN = 1
 _KEY_GROUP = 0
