@@ -53,8 +53,9 @@ def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int
     one that would hold the last stable offset back). None if it may be appended, else (error, -1, why)."""
     if tid is None:
         return ErrorCode.INVALID_RECORD, -1, "a transactional batch needs the request's transactional id"
-    runtime = broker.transactions.runtime
-    shard = None if runtime is None else runtime.shard(runtime.partition_for(tid))
+    shard, waiting = _serving_shard(broker, tid)
+    if waiting:  # as Kafka maps a coordinator that cannot verify yet: retriable for every client
+        return ErrorCode.NOT_ENOUGH_REPLICAS, -1, "the transaction coordinator is loading; retry"
     m = None if shard is None else cast(Any, shard).get(tid)
     if m is None or m.producer_id != producer_id:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, f"producer {producer_id} does not own transactional id {tid!r}"
@@ -241,9 +242,10 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
 
 def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: tuple[str, int]) -> int:
     req = request.body
-    runtime = broker.transactions.runtime
     tid = req.transactional_id
-    shard = None if runtime is None else runtime.shard(runtime.partition_for(tid))
+    shard, waiting = _serving_shard(broker, tid)
+    if waiting:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     m = None if shard is None else cast(Any, shard).get(tid)
     if m is None or m.producer_id != req.producer_id:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -252,3 +254,15 @@ def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: 
     if m.state is not TxnState.ONGOING or partition not in m.partitions:
         return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.NONE
+
+
+def _serving_shard(broker: Broker, tid: str) -> tuple[Any, bool]:
+    """The transaction shard of ``tid`` if it serves, and whether the caller must wait for it (it exists but is
+    loading, unloaded or failed: its state is not known yet, so nothing can be verified against it)."""
+    runtime = broker.transactions.runtime
+    if runtime is None:
+        return None, False
+    partition = runtime.partition_for(tid)
+    if runtime.status(partition) is not ShardStatus.ACTIVE:
+        return None, True
+    return runtime.shard(partition), False
