@@ -134,7 +134,10 @@ def test_the_driver_killed_at_random_moments_writes_each_record_once(
 
 
 def test_a_batch_write_is_committed_by_the_driver(spark: Any, broker: BrokerProcess) -> None:
-    bs = broker.bootstrap
+    batch_write_commits_one_transaction_per_task(spark, broker.bootstrap)
+
+
+def batch_write_commits_one_transaction_per_task(spark: Any, bs: str) -> None:
     out = new_topic(bs, 2, prefix="eos-batch")
     rows = [(b"k%d" % i, b"b%d" % i) for i in range(500)]
     df = spark.createDataFrame(rows, "key binary, value binary").repartition(3)

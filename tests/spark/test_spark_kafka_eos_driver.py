@@ -93,6 +93,15 @@ def test_the_same_on_a_three_node_apache_kafka_cluster(apache_cluster: Any, tmp_
     restarted_writer_finishes_the_decided_batch(apache_cluster.bootstrap, tmp_path)
 
 
+@pytest.mark.broker_apache
+@pytest.mark.compat
+def test_a_batch_write_on_a_three_node_apache_kafka_cluster(spark: Any, apache_cluster: Any) -> None:
+    """Spark's tasks write their transactions to partitions led by different nodes; the driver commits them."""
+    from test_spark_kafka_eos import batch_write_commits_one_transaction_per_task
+
+    batch_write_commits_one_transaction_per_task(spark, apache_cluster.bootstrap)
+
+
 def restarted_writer_finishes_the_decided_batch(bs: str, tmp_path: Path) -> None:
     out = new_topic(bs, 1, prefix="eos-drv")
     checkpoint = str(tmp_path / "checkpoint")
