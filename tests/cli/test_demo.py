@@ -1,5 +1,5 @@
 """``groupstream demo`` end to end: embedded broker, a live page-view feed, the Spark Structured Streaming
-pipeline into Parquet, and its exactly-once check, in under two minutes on this 2-core machine."""
+pipeline into a Delta table, and its exactly-once check, in under two minutes on this 2-core machine."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import deltalake
 import pytest
 from cli_runner import run_cli
 
@@ -25,8 +25,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert re.search(r"console: http://127\.0\.0\.1:\d+/groups/groupstream-demo while the demo runs", proc.stdout)
     assert re.search(r"lag of groupstream-demo: 0 records behind across \d+ partitions", proc.stdout), proc.stdout
     assert elapsed < 120, f"the demo took {elapsed:.1f}s"
-    table = pq.read_table(tmp_path / "data" / "demo" / "pipeline" / "output")
-    assert sum(table.column("views").to_pylist()) == 60_000  # the Parquet table itself, read without Spark
+    table = deltalake.DeltaTable(str(tmp_path / "data" / "demo" / "pipeline" / "output")).to_pyarrow_table()
+    assert sum(table.column("views").to_pylist()) == 60_000  # the Delta table itself, read without Spark
 
     # a second run reuses the data directory: topic, group and output start afresh, so the check still holds
     again = run_cli("demo", "--events", "5000", "--seed", "7", cwd=tmp_path, timeout=180)

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+import deltalake
+import duckdb
 
 from groupstream.region.file_sink import CheckpointedParquetSink
-
-deltalake = pytest.importorskip("deltalake")
-duckdb = pytest.importorskip("duckdb")
 
 
 def delta_rows(root: Path) -> list[int]:

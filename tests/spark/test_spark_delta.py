@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import deltalake
+import duckdb
 import pytest
 from spark_kit import fill, new_topic
 
@@ -24,9 +26,6 @@ from groupstream.spark.delta_table import REGION_APP_ID, DeltaRegionPublisher, c
 from groupstream.spark.pipeline import PipelineError, load_pipeline
 from support.brokers import BrokerProcess, groupstream_command
 from support.waiting import wait_until
-
-deltalake = pytest.importorskip("deltalake")
-duckdb = pytest.importorskip("duckdb")
 
 KILLS = 3
 

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import deltalake
+import duckdb
 import pytest
 from spark_kit import new_topic
 
@@ -25,9 +27,6 @@ from groupstream.region.ledger import OffsetLedger
 from groupstream.spark.delta_table import REGION_APP_ID, committed_version
 from support.brokers import BrokerProcess, groupstream_command
 from support.waiting import wait_until
-
-deltalake = pytest.importorskip("deltalake")
-duckdb = pytest.importorskip("duckdb")
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
