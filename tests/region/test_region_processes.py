@@ -4,7 +4,8 @@ member``) and a controller on our broker, one group, 12 partitions, a feed of un
 While the feed runs, one operator is killed (``kill -9``) and started again, a fourth joins, one leaves (SIGTERM),
 and a checkpoint fails (a directory stands where an operator's checkpoint file must go). Afterwards:
 
-- the region's output table holds every record exactly once;
+- the region's output table (``--format delta``) holds every record exactly once, in its published files and
+  for a reader of its Delta log alike;
 - the operators' logs show, after every reset, each partition resuming exactly where the published output of the
   checkpoint it reset to ends (the merged checkpoint offset; the initial offset for a reset to the initial state).
 """
@@ -20,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pytest
 
 from groupstream.client.admin import Admin, NewTopic
@@ -61,8 +63,8 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
     procs: list[Proc] = []
 
     def member(name: str) -> Proc:
-        p = Proc(name, ["member", *common, "--topic", topic, "--member", name, "--output", "out", "--checkpoints", "ck"],
-                 tmp_path)  # fmt: skip
+        p = Proc(name, ["member", *common, "--topic", topic, "--member", name, "--output", "out", "--format", "delta",
+                        "--checkpoints", "ck"], tmp_path)  # fmt: skip
         procs.append(p)
         return p
 
@@ -130,6 +132,8 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
         f"{len(values) - len(set(values))} records are in the output twice:\n{_duplicates(tmp_path / 'out')}"
     )
     assert sorted(values) == [b"r%07d" % i for i in range(feed.produced)]
+    delta_values = deltalake.DeltaTable(str(tmp_path / "out")).to_pyarrow_table().column("value").to_pylist()
+    assert sorted(delta_values) == sorted(values)  # what a reader of the Delta log sees: the same, once each
     resets = _check_resumption(procs, tmp_path / "out", topic)
     assert resets >= 3, f"only {resets} resets were logged: the scenario did not happen"
     assert re.search(r"checkpoint \d+ failed", c.text())

@@ -45,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     m.add_argument("--output-topic", metavar="TOPIC",
                    help="write the output to this Kafka topic in transactions committed per complete checkpoint "
                         "(exactly once for read_committed readers) instead of a Parquet table")  # fmt: skip
+    m.add_argument("--format", choices=("parquet", "delta"), default="parquet",
+                   help="the output table's format: Parquet files (exactly once for readers that follow the "
+                        "region's ledger) or a Delta table, whose log every reader follows (default parquet)")  # fmt: skip
     m.add_argument("--checkpoints", type=Path, required=True,
                    help="where operator checkpoints are kept: one directory all members of the region share")  # fmt: skip
     m.add_argument("--start-position", default="beginning",
@@ -101,7 +104,7 @@ def run_member(args: argparse.Namespace) -> int:
         sink = KafkaCheckpointedSink({"bootstrap.servers": args.bootstrap_server}, args.output_topic, args.output,
                                      args.member, prefix=f"groupstream-region-{args.region}")  # fmt: skip
     else:
-        sink = CheckpointedParquetSink(args.output, args.member)
+        sink = CheckpointedParquetSink(args.output, args.member, delta=args.format == "delta")
     member = RegionMember(config, consumer, plane, DirectoryCheckpointStore(args.checkpoints), sink, _identity)
     member.events = _Log(args.member)
     try:
