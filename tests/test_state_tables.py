@@ -21,6 +21,7 @@ from groupstream.coordinator.classic_group import GROUP_STATES
 from groupstream.coordinator.consumer_group import CONSUMER_GROUP_STATES
 from groupstream.region.operator_state import OPERATOR_STATES
 from groupstream.state_table import InvalidTransition, TransitionTable
+from groupstream.transaction.state import TXN_STATES
 
 TABLES: list[TransitionTable] = [  # type: ignore[type-arg]
     GROUP_STATES,
@@ -30,12 +31,17 @@ TABLES: list[TransitionTable] = [  # type: ignore[type-arg]
     CONNECTION_STATES,
     OPERATOR_STATES,
     PRODUCER_TXN_STATES,
+    TXN_STATES,
 ]
+def _label(state: Enum) -> str:
+    return state.value if isinstance(state.value, str) else state.name
+
+
 ROWS = [(t, a, b) for t in TABLES for a, b in itertools.product(t.states, repeat=2)]
 
 
 @pytest.mark.parametrize(
-    ("table", "current", "target"), ROWS, ids=[f"{t.machine}:{a.value}->{b.value}" for t, a, b in ROWS]
+    ("table", "current", "target"), ROWS, ids=[f"{t.machine}:{_label(a)}->{_label(b)}" for t, a, b in ROWS]
 )
 def test_every_row(table: TransitionTable, current: Enum, target: Enum) -> None:  # type: ignore[type-arg]
     if (current, target) in table.pairs():
@@ -43,7 +49,7 @@ def test_every_row(table: TransitionTable, current: Enum, target: Enum) -> None:
         assert table.check(current, target) is target
     else:
         assert not table.allows(current, target)
-        with pytest.raises(InvalidTransition, match=f"from {current.value} to {target.value}") as info:
+        with pytest.raises(InvalidTransition, match=f"from {_label(current)} to {_label(target)}") as info:
             table.check(current, target)
         assert info.value.current is current and info.value.target is target
         assert table.machine in str(info.value)

@@ -29,6 +29,12 @@ class InvalidTransition(RuntimeError):
         self.target = target
 
 
+def _label(state: Enum) -> str:
+    """How a state is named in errors: its value when that is a name (Kafka's, as peers print it), else its
+    member name (states whose values are wire codes)."""
+    return state.value if isinstance(state.value, str) else state.name
+
+
 class TransitionTable(Generic[S]):
     """The valid previous states of every state of one machine; complete (every state has a row)."""
 
@@ -63,10 +69,10 @@ class TransitionTable(Generic[S]):
         naming ``who`` (say, which group) or else the machine."""
         allowed = self._previous[target]
         if current not in allowed:
-            after = ", ".join(sorted(str(s.value) for s in allowed)) or "nothing"
+            after = ", ".join(sorted(_label(s) for s in allowed)) or "nothing"
             raise InvalidTransition(
-                f"{who or self.machine} cannot go from {current.value} to {target.value} "
-                f"({target.value} may only follow {after})",
+                f"{who or self.machine} cannot go from {_label(current)} to {_label(target)} "
+                f"({_label(target)} may only follow {after})",
                 current,
                 target,
             )

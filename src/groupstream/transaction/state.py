@@ -2,7 +2,7 @@
 
 The table of valid transitions is Kafka's (``TransactionState.validPreviousStates``, turned around): every
 change of state goes through `TxnMetadata.transition_to`, which refuses a move the table does not hold with
-`IllegalTransition` (a bug in a handler, never a client error: handlers check the state and answer
+`InvalidTransition` (a bug in a handler, never a client error: handlers check the state and answer
 INVALID_TXN_STATE or CONCURRENT_TRANSACTIONS first).
 """
 
@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
+from groupstream.state_table import TransitionTable
+
 __all__ = [
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
-    "VALID_TRANSITIONS",
-    "IllegalTransition",
+    "TXN_STATES",
     "TopicPartition",
     "TxnMetadata",
     "TxnState",
@@ -72,7 +73,7 @@ _WIRE_NAMES = {
 _BY_WIRE_NAME = {name: state for state, name in _WIRE_NAMES.items()}
 
 _S = TxnState
-VALID_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+TXN_STATES = TransitionTable.from_next("a transaction", TxnState, {
     # a new or finished transactional id: InitProducerId keeps it Empty, the first AddPartitions starts one
     _S.EMPTY: frozenset({_S.EMPTY, _S.ONGOING, _S.PREPARE_ABORT, _S.DEAD}),
     # more partitions keep it Ongoing; EndTxn prepares; a new producer or the timeout fences it
@@ -86,18 +87,7 @@ VALID_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     _S.DEAD: frozenset(),
     # the epoch bump of a fence is durable: the fenced transaction aborts
     _S.PREPARE_EPOCH_FENCE: frozenset({_S.PREPARE_ABORT}),
-}
-
-
-class IllegalTransition(Exception):
-    """A handler asked for a state change Kafka's table does not allow."""
-
-    def __init__(self, transactional_id: str, current: TxnState, target: TxnState) -> None:
-        super().__init__(
-            f"transaction {transactional_id!r}: {current.wire_name} cannot become {target.wire_name}"
-        )
-        self.current = current
-        self.target = target
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +108,8 @@ class TxnMetadata:
     next_producer_epoch: int = NO_PRODUCER_EPOCH
 
     def transition_to(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
-        """The metadata in ``state`` with ``changes``; raises `IllegalTransition` if the table forbids it."""
-        if state not in VALID_TRANSITIONS[self.state]:
-            raise IllegalTransition(self.transactional_id, self.state, state)
+        """The metadata in ``state`` with ``changes``; raises `InvalidTransition` if the table forbids it."""
+        TXN_STATES.check(self.state, state, who=f"transaction {self.transactional_id!r}")
         return replace(self, state=state, last_update_ms=now_ms, **changes)
 
     def topic_partitions(self) -> dict[str, list[int]]:
