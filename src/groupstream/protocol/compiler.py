@@ -12,11 +12,25 @@ from __future__ import annotations
 import struct
 from collections import namedtuple
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from groupstream.protocol import primitives as P
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.schema import NULL, Api, Array, Field, Struct
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from groupstream.protocol.connection import Request as _Request
+
+    # Defaults of Any: an unparameterised `CompiledApi` (from `by_name`) stays as loosely typed as before.
+    Req = TypeVar("Req", default=Any)
+    Resp = TypeVar("Resp", default=Any)
+else:
+    from typing import TypeVar
+
+    Req = TypeVar("Req")
+    Resp = TypeVar("Resp")
 
 __all__ = ["CompiledApi", "Message"]
 
@@ -397,16 +411,20 @@ class _Codegen:
         return func  # type: ignore[no-any-return]
 
 
-class CompiledApi:
-    """One API's codec: classes for its request and response, and encode/decode at every valid version."""
+class CompiledApi(Generic[Req, Resp]):
+    """One API's codec: classes for its request and response, and encode/decode at every valid version.
+
+    Generic in the request and response classes so that mypy checks field names where a handler uses the typed
+    codec of its API (``groupstream.protocol.bodies.FETCH``, typed by the generated ``bodies.pyi``); the
+    ``by_name`` codecs are ``CompiledApi[Any, Any]``, as loose as before."""
 
     def __init__(self, api: Api) -> None:
         self.api = api
         self.key = api.key
         self.name = api.name
         self._gen = _Codegen(api)
-        self.Request: Any = self._gen.class_for(api.request)
-        self.Response: Any = self._gen.class_for(api.response)
+        self.Request: type[Req] = self._gen.class_for(api.request)
+        self.Response: type[Resp] = self._gen.class_for(api.response)
 
     @property
     def min_version(self) -> int:
@@ -423,28 +441,37 @@ class CompiledApi:
         if not self.api.min_version <= version <= self.api.max_version:
             raise LocalProtocolError(f"{self.name} has no version {version}")
 
-    def encode_request(self, msg: Message, version: int) -> bytes:
+    def body_of(self, request: _Request) -> Req:
+        """The decoded body of a request of this API, typed: ``req = FETCH.body_of(request)``."""
+        if request.api is not self:
+            raise TypeError(f"a {request.api.name} request is not a {self.name} request")
+        body: Req = request.body
+        return body
+
+    def encode_request(self, msg: Req, version: int) -> bytes:
         self._check(version)
         out: list[bytes] = []
         self._gen.encoder(self.api.request, version, True)(msg, out)
         return b"".join(out)
 
-    def encode_response(self, msg: Message, version: int) -> bytes:
+    def encode_response(self, msg: Resp, version: int) -> bytes:
         self._check(version)
         out: list[bytes] = []
         self._gen.encoder(self.api.response, version, False)(msg, out)
         return b"".join(out)
 
-    def encode_response_into(self, msg: Message, version: int, out: list[bytes]) -> None:
+    def encode_response_into(self, msg: Resp, version: int, out: list[bytes]) -> None:
         """Append the encoded pieces to ``out`` so large records need not be joined twice."""
         self._check(version)
         self._gen.encoder(self.api.response, version, False)(msg, out)
 
-    def decode_request(self, buf: bytes | memoryview, version: int, pos: int = 0) -> Message:
-        return self._decode(self.api.request, buf, version, pos)
+    def decode_request(self, buf: bytes | memoryview, version: int, pos: int = 0) -> Req:
+        msg: Req = self._decode(self.api.request, buf, version, pos)
+        return msg
 
-    def decode_response(self, buf: bytes | memoryview, version: int, pos: int = 0) -> Message:
-        return self._decode(self.api.response, buf, version, pos)
+    def decode_response(self, buf: bytes | memoryview, version: int, pos: int = 0) -> Resp:
+        msg: Resp = self._decode(self.api.response, buf, version, pos)
+        return msg
 
     def _decode(self, s: Struct, buf: bytes | memoryview, version: int, pos: int) -> Message:
         if not self.api.min_version <= version <= self.api.max_version:
