@@ -33,8 +33,9 @@ from groupstream.client.admin.transactions import (
     hanging_transactions,
     open_candidates,
 )
-from support.apache_kafka import ApacheKafkaCluster
+from support.apache_kafka import ApacheKafkaCluster, fetch_jars
 from support.brokers import BrokerKind, BrokerProcess
+from support.kafka_config import jvm_command, log4j2_console
 from support.waiting import wait_until
 
 # The producer killed -9 in the middle of its second transaction: three committed records (offsets 0-2, the
@@ -108,7 +109,22 @@ def _read_committed(bootstrap: str, topic: str, until: int) -> list[bytes]:
     return got
 
 
-def _hanging_scenario(bootstrap: str, wipe_coordinator_state: Callable[[], None]) -> None:
+def _kafka_find_hanging(bootstrap: str, topic: str, workdir: Path) -> list[dict[str, str]]:
+    """Kafka's own ``kafka-transactions find-hanging`` (TransactionsCommand of the fixtures' Kafka), its rows by
+    its headers, with our column names."""
+    log4j2 = workdir / "tool-log4j2.properties"
+    log4j2.write_text(log4j2_console("WARN", stderr=True))
+    cmd = jvm_command("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap, "find-hanging",
+                      "--topic", topic, "--max-transaction-timeout", "0", log4j2=log4j2)  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    header, *rows = [
+        [c.strip() for c in line.split("\t")] for line in done.stdout.splitlines() if line.strip()
+    ]
+    return [{h.upper(): v for h, v in zip(header, r, strict=False) if h} for r in rows]
+
+
+def _hanging_scenario(bootstrap: str, wipe_coordinator_state: Callable[[], None], workdir: Path) -> None:
     topic = f"hang-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
@@ -169,24 +185,25 @@ def _wipe(data_dir: Path) -> None:
 
 @pytest.fixture
 def our_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    fetch_jars()  # Kafka's own tool is compared with ours
     with BrokerProcess(BrokerKind.GROUPSTREAM, tmp_path) as b:
         yield b
 
 
 @pytest.mark.broker_ours
+@pytest.mark.compat
 def test_hanging_transaction_found_and_aborted_on_our_broker(our_broker: BrokerProcess) -> None:
     def wipe() -> None:
         our_broker.stop()
         _wipe(our_broker.data_dir)
         our_broker.start()
 
-    _hanging_scenario(our_broker.bootstrap, wipe)
+    _hanging_scenario(our_broker.bootstrap, wipe, our_broker.workdir)
 
 
 @pytest.mark.broker_apache
+@pytest.mark.compat
 def test_hanging_transaction_found_and_aborted_on_apache_kafka(tmp_path: Path) -> None:
-    from support.apache_kafka import fetch_jars
-
     fetch_jars()
     with ApacheKafkaCluster(tmp_path / "kafka", 1) as cluster:
         (node,) = cluster.nodes
@@ -196,7 +213,7 @@ def test_hanging_transaction_found_and_aborted_on_apache_kafka(tmp_path: Path) -
             _wipe(node.data_dir)
             cluster.start_node(node)
 
-        _hanging_scenario(cluster.bootstrap, wipe)
+        _hanging_scenario(cluster.bootstrap, wipe, tmp_path)
 
 
 def test_find_hanging_and_abort_refuse_incomplete_arguments() -> None:
