@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.topics import auto_create_topic, describe_topic_error
+from groupstream.protocol.bodies import DESCRIBE_TOPIC_PARTITIONS, METADATA
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -19,9 +20,9 @@ if TYPE_CHECKING:
 
 @handles("Metadata")
 def handle_metadata(broker: Broker, request: Request) -> Any:
-    api = request.api
+    api = METADATA
     R = api.Response
-    req = request.body
+    req = METADATA.body_of(request)
     node = broker.config.node_id
     host, port = broker.config.advertised
     catalog = broker.catalog
@@ -45,6 +46,13 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                     )
                     continue
                 name = found.name
+            if name is None:
+                # neither a name nor an id: Kafka refuses the request (INVALID_REQUEST, "Topic name can not be
+                # null"); this topic alone is answered so, rather than looked up by a null name
+                # (the answer's name is nullable from v12 only)
+                none = None if request.version >= 12 else ""
+                topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=none))
+                continue
             if not auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name,
                                                           topic_id=getattr(t, "topic_id", ZERO_UUID)))  # fmt: skip
@@ -107,10 +115,10 @@ def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
     partition on, at most ``response_partition_limit`` partitions; ``next_cursor`` names the first partition
     left out. A named topic that does not exist is answered with an error, as Kafka does; with every topic
     asked for there is none."""
-    R = request.api.Response
+    R = DESCRIBE_TOPIC_PARTITIONS.Response
     T = R.DescribeTopicPartitionsResponseTopic
     P = T.DescribeTopicPartitionsResponsePartition
-    req = request.body
+    req = DESCRIBE_TOPIC_PARTITIONS.body_of(request)
     node = broker.config.node_id
     catalog = broker.catalog
     cursor = req.cursor

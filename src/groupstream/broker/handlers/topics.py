@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
+from groupstream.protocol.bodies import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -41,8 +42,8 @@ def _code_for(exc: Exception) -> ErrorCode:
 
 @handles("CreateTopics")
 def handle_create_topics(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = CREATE_TOPICS.body_of(request)
+    R = CREATE_TOPICS.Response
     T = R.CreatableTopicResult
     out = []
     auth = broker.authorizer
@@ -60,7 +61,12 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
                          error_message=f"this cluster has one broker (id {broker.config.node_id}); "
                          f"replication factor {t.replication_factor} is not possible"))
             continue
-        configs = {c.name: c.value for c in t.configs}
+        nulls = [c.name for c in t.configs if c.value is None]
+        if nulls:  # as Kafka's controller answers, rather than a parse error from the config layer
+            out.append(T(name=t.name, error_code=ErrorCode.INVALID_CONFIG,
+                         error_message=f"Null value not supported for topic configs: {','.join(nulls)}"))
+            continue
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
         try:
             if req.validate_only:
                 broker.catalog.validate_new_topic(t.name, partitions, configs)
@@ -85,8 +91,8 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
 
 @handles("DeleteTopics")
 def handle_delete_topics(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = DELETE_TOPICS.body_of(request)
+    R = DELETE_TOPICS.Response
     D = R.DeletableTopicResult
     if request.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -127,8 +133,8 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
 
 @handles("CreatePartitions")
 def handle_create_partitions(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = CREATE_PARTITIONS.body_of(request)
+    R = CREATE_PARTITIONS.Response
     out = []
     for t in req.topics:
         if not broker.authorizer.allowed(Operation.ALTER, ResourceType.TOPIC, t.name):
