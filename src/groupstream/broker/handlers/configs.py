@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.topics import describe_topic_error
+from groupstream.protocol.bodies import (
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    IncrementalAlterConfigsRequest,
+)
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import CLUSTER_NAME, Operation, ResourceType
@@ -37,10 +43,12 @@ _OPS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 _NODE_ID = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.parseInt takes
 
 
+_Alterable = IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
+
 @handles("DescribeConfigs")
 def handle_describe_configs(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = DESCRIBE_CONFIGS.body_of(request)
+    R = DESCRIBE_CONFIGS.Response
     Res = R.DescribeConfigsResult
     C = Res.DescribeConfigsResourceResult
     results = []
@@ -124,8 +132,8 @@ class _Refused(Exception):
 
 @handles("IncrementalAlterConfigs")
 def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = INCREMENTAL_ALTER_CONFIGS.body_of(request)
+    R = INCREMENTAL_ALTER_CONFIGS.Response
     counts = Counter((res.resource_type, res.resource_name) for res in req.resources)
     out = []
     for res in req.resources:
@@ -163,7 +171,7 @@ def _refusal(broker: Broker, operation: Operation, resource_type: int, name: str
     return None
 
 
-def _check_operations(configs: list[Any]) -> None:
+def _check_operations(configs: Sequence[_Alterable]) -> None:
     """What Kafka's broker checks before any resource-specific step."""
     names = Counter(c.name for c in configs)
     if any(n > 1 for n in names.values()):
@@ -176,7 +184,7 @@ def _check_operations(configs: list[Any]) -> None:
         raise _Refused(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(null))
 
 
-def _alter_topic(broker: Broker, name: str, configs: list[Any], validate_only: bool) -> None:
+def _alter_topic(broker: Broker, name: str, configs: Sequence[_Alterable], validate_only: bool) -> None:
     if not name:
         raise _Refused(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
     if describe_topic_error(name) != ErrorCode.NONE:
@@ -187,6 +195,7 @@ def _alter_topic(broker: Broker, name: str, configs: list[Any], validate_only: b
     overrides = dict(topic.configs)
     for c in configs:
         if c.config_operation == SET:
+            assert c.value is not None, "_check_operations refuses null values to set"
             overrides[c.name] = c.value
         elif c.config_operation == DELETE:
             overrides.pop(c.name, None)
@@ -202,7 +211,7 @@ def _alter_topic(broker: Broker, name: str, configs: list[Any], validate_only: b
         raise _Refused(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
 
 
-def _list_operation(broker: Broker, overrides: dict[str, str], c: Any) -> str:
+def _list_operation(broker: Broker, overrides: dict[str, str], c: _Alterable) -> str:
     """APPEND or SUBTRACT on a list config, from its override or else its current (broker default) value:
     APPEND adds each given item not yet listed, at the end; SUBTRACT removes each given item."""
     op = _OPS[c.config_operation]
@@ -212,6 +221,7 @@ def _list_operation(broker: Broker, overrides: dict[str, str], c: Any) -> str:
     if current is None:
         current = broker.catalog.defaults.to_properties().get(c.name, "")
     items = [item for item in current.split(",") if item]
+    assert c.value is not None, "_check_operations refuses null values to append or subtract"
     for item in c.value.split(","):
         if op == "APPEND" and item not in items:
             items.append(item)
@@ -220,7 +230,7 @@ def _list_operation(broker: Broker, overrides: dict[str, str], c: Any) -> str:
     return ",".join(items)
 
 
-def _alter_broker(broker: Broker, name: str, configs: list[Any]) -> None:
+def _alter_broker(broker: Broker, name: str, configs: Sequence[_Alterable]) -> None:
     """Every broker config is static here (Kafka's ``Cannot update these configs dynamically``); deleting a
     dynamic value that was never set changes nothing, as in Kafka."""
     if name:
