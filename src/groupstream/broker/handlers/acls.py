@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.protocol.bodies import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import (
@@ -50,7 +51,7 @@ def _filter(body: Any) -> AclFilter:
 
 @handles("DescribeAcls")
 def handle_describe_acls(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = DESCRIBE_ACLS.Response
     auth = broker.authorizer
 
     def refuse(code: ErrorCode, message: str) -> Any:
@@ -60,7 +61,7 @@ def handle_describe_acls(broker: Broker, request: Request) -> Any:
         return refuse(ErrorCode.SECURITY_DISABLED, _DISABLED)
     if not auth.allowed_on_cluster(Operation.DESCRIBE):
         return refuse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED.format("describe"))
-    f = _filter(request.body)
+    f = _filter(DESCRIBE_ACLS.body_of(request))
     problem = f.problem()
     if problem is not None:
         return refuse(ErrorCode.INVALID_REQUEST, problem)
@@ -83,10 +84,10 @@ def handle_create_acls(broker: Broker, request: Request) -> Any:
 
 
 async def _create(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = CREATE_ACLS.Response
     Result = R.AclCreationResult
     auth = broker.authorizer
-    creations = request.body.creations
+    creations = CREATE_ACLS.body_of(request).creations
     if not auth.enabled:
         return R(throttle_time_ms=0, results=[Result(error_code=ErrorCode.SECURITY_DISABLED, error_message=_DISABLED)
                                               for _ in creations])  # fmt: skip
@@ -131,11 +132,11 @@ def handle_delete_acls(broker: Broker, request: Request) -> Any:
 
 
 async def _delete(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = DELETE_ACLS.Response
     FR = R.DeleteAclsFilterResult
     M = FR.DeleteAclsMatchingAcl
     auth = broker.authorizer
-    filters = request.body.filters
+    filters = DELETE_ACLS.body_of(request).filters
 
     def refused(code: ErrorCode, message: str) -> Any:
         return R(throttle_time_ms=0, filter_results=[FR(error_code=code, error_message=message, matching_acls=[])

@@ -18,6 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.protocol.bodies import FETCH
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -46,7 +47,7 @@ def _warn_once(plog: PartitionLog, exc: CorruptRangeError) -> None:
 
 @handles("Fetch")
 def handle_fetch(broker: Broker, request: Request) -> Any:
-    req = request.body
+    req = FETCH.body_of(request)
     denied = _denied_topics(broker, request)  # now: a later answer is built while others are being served
     body, total, keys, failed, sizes = _collect(broker, request, denied)
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from groupstream.protocol.bodies import ELECT_LEADERS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation
@@ -28,8 +29,8 @@ PREFERRED, UNCLEAN = 0, 1
 
 @handles("ElectLeaders")
 def handle_elect_leaders(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = ELECT_LEADERS.body_of(request)
+    R = ELECT_LEADERS.Response
     election_type = req.election_type if request.version >= 1 else PREFERRED
     if not broker.authorizer.allowed_on_cluster(Operation.ALTER):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=[])

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.protocol.bodies import LIST_OFFSETS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -27,8 +28,8 @@ READ_COMMITTED = 1
 
 @handles("ListOffsets")
 def handle_list_offsets(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+    req = LIST_OFFSETS.body_of(request)
+    R = LIST_OFFSETS.Response
     TR = R.ListOffsetsTopicResponse
     PR = TR.ListOffsetsPartitionResponse
     topics_out = []

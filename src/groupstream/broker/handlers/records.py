@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
+from groupstream.protocol.bodies import DELETE_RECORDS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -24,11 +25,11 @@ HIGH_WATERMARK = -1
 
 @handles("DeleteRecords")
 def handle_delete_records(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = DELETE_RECORDS.Response
     T = R.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
     topics = []
-    for t in request.body.topics:
+    for t in DELETE_RECORDS.body_of(request).topics:
         info = broker.catalog.get_topic(t.name)
         denied = not broker.authorizer.allowed(Operation.DELETE, ResourceType.TOPIC, t.name)
         parts = []
