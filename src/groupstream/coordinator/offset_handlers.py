@@ -154,7 +154,7 @@ class OffsetHandlers:
                 throttle_time_ms=0,
                 topics=[
                     R.OffsetCommitResponseTopic(
-                        name="" if by_id else topic.name,
+                        name="" if by_id or topic.name is None else topic.name,  # None only by id
                         topic_id=topic.topic_id,
                         partitions=[
                             R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(

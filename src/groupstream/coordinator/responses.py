@@ -10,8 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from groupstream.protocol.bodies import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.protocol.messages import by_name
 
 __all__ = [
     "DELETE_GROUPS",
@@ -31,16 +42,6 @@ __all__ = [
     "sync_response",
 ]
 
-JOIN_GROUP = by_name("JoinGroup")
-SYNC_GROUP = by_name("SyncGroup")
-HEARTBEAT = by_name("Heartbeat")
-LEAVE_GROUP = by_name("LeaveGroup")
-OFFSET_COMMIT = by_name("OffsetCommit")
-OFFSET_FETCH = by_name("OffsetFetch")
-OFFSET_DELETE = by_name("OffsetDelete")
-DELETE_GROUPS = by_name("DeleteGroups")
-DESCRIBE_GROUPS = by_name("DescribeGroups")
-LIST_GROUPS = by_name("ListGroups")
 
 JoinMember = tuple[str, str | None, bytes]
 """(member id, group instance id, metadata) as the leader's JoinGroup response lists them."""
