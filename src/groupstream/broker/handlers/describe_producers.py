@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
+from groupstream.protocol.bodies import DESCRIBE_PRODUCERS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -18,11 +19,11 @@ if TYPE_CHECKING:
 
 @handles("DescribeProducers")
 def handle_describe_producers(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = DESCRIBE_PRODUCERS.Response
     TR = R.TopicResponse
     PR = TR.PartitionResponse
     topics_out = []
-    for t in request.body.topics:
+    for t in DESCRIBE_PRODUCERS.body_of(request).topics:
         topic = broker.catalog.get_topic(t.name)
         denied = not broker.authorizer.allowed(Operation.READ, ResourceType.TOPIC, t.name)
         parts = []
@@ -46,10 +47,15 @@ def handle_describe_producers(broker: Broker, request: Request) -> Any:
                     last_sequence=entry.batches[-1].last_sequence if entry.batches else -1,
                     last_timestamp=entry.last_timestamp,
                     coordinator_epoch=entry.coordinator_epoch,
-                    current_txn_start_offset=state.txn_first_offset(pid) if pid in state.ongoing_transactions else -1,
+                    current_txn_start_offset=_or_none(state.txn_first_offset(pid)),
                 )
                 for pid, entry in state.producers.items()
             ]
             parts.append(PR(partition_index=idx, error_code=ErrorCode.NONE, active_producers=producers))
         topics_out.append(TR(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics_out)
+
+
+def _or_none(offset: int | None) -> int:
+    """An offset, or -1 (Kafka's "none") when the producer has no open transaction."""
+    return -1 if offset is None else offset

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC
+from groupstream.protocol.bodies import WRITE_TXN_MARKERS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation
@@ -33,7 +34,7 @@ log = logging.getLogger("groupstream.broker.txn_markers")
 
 @handles("WriteTxnMarkers")
 def handle_write_txn_markers(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+    R = WRITE_TXN_MARKERS.Response
     MR = R.WritableTxnMarkerResult
     TR = MR.WritableTxnMarkerTopicResult
     PR = TR.WritableTxnMarkerPartitionResult
@@ -41,7 +42,7 @@ def handle_write_txn_markers(broker: Broker, request: Request) -> Any:
     now = broker.now_ms()
     waits: list[asyncio.Future[None]] = []
     markers_out = []
-    for m in request.body.markers:
+    for m in WRITE_TXN_MARKERS.body_of(request).markers:
         topics_out = []
         for t in m.topics:
             topic = broker.catalog.get_topic(t.name)
