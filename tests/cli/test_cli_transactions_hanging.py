@@ -160,6 +160,22 @@ def _hanging_scenario(bootstrap: str, wipe_coordinator_state: Callable[[], None]
     assert (
         _table("find-hanging", "--bootstrap-server", bootstrap, "--topic", topic) == []
     )  # younger than 15 min
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        (node_id,) = [b.node_id for b in admin.describe_cluster().brokers]
+    by_broker = ("find-hanging", "--bootstrap-server", bootstrap, "--broker-id")
+    assert _table(*by_broker, str(node_id), "--max-transaction-timeout", "0") == [
+        row
+    ]  # the broker's partitions
+    assert "no such broker" in user_error("transactions", *by_broker, str(node_id + 1))
+    (on_replica,) = _table("describe-producers", "--bootstrap-server", bootstrap, "--topic", topic,
+                           "--partition", "0", "--broker-id", str(node_id))  # fmt: skip
+    assert on_replica == producer, on_replica
+    assert "has no partition 1" in user_error("transactions", "describe-producers", "--bootstrap-server", bootstrap,
+                                              "--topic", topic, "--partition", "1")  # fmt: skip
+    (theirs,) = _kafka_find_hanging(bootstrap, topic, workdir)  # Kafka's own tool finds the same transaction
+    assert {k: v for k, v in theirs.items() if k != "DURATION(MIN)"} == {
+        k: v for k, v in row.items() if k != "DURATION(MIN)"
+    }, (theirs, row)
 
     no_such = user_error("transactions", "abort", "--bootstrap-server", bootstrap, "--topic", topic,
                          "--partition", "0", "--start-offset", "3")  # fmt: skip

@@ -279,6 +279,9 @@ class TransactionCalls(GroupCalls):
             raise ValueError("find-hanging needs a topic or a broker id to limit the search")
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
+        if broker_id is not None and all(b.node_id != broker_id for b in self.describe_cluster().brokers):
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "no such broker in the cluster",
+                             resource=f"broker {broker_id}")  # fmt: skip
         if topic is not None and partition is not None:
             tps = [(topic, partition)]
         else:
