@@ -2,7 +2,8 @@
 on the calling thread (`SyncClient`).
 
 Topic calls are one request to the bootstrap broker it connected to (a Kafka cluster forwards admin requests to
-its controller); ListOffsets and DeleteRecords go to each partition's leader, ElectLeaders to the controller. Group calls go to the group's
+its controller); ListOffsets, DeleteRecords, DescribeProducers and WriteTxnMarkers (aborting a hanging transaction)
+go to each partition's leader, ElectLeaders to the controller. Group calls go to the group's
 coordinator: FindCoordinator first, then the request, both retried while the answer is NOT_COORDINATOR,
 COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (a coordinator moving or loading its shard) until
 ``request.timeout.ms`` runs out. ListGroups asks every broker, since each lists only the groups it
@@ -18,7 +19,14 @@ layer beside them, with the authorizer's own binding and filter types); `types` 
 from __future__ import annotations
 
 from groupstream.client.admin.acls import AclCalls
-from groupstream.client.admin.transactions import TransactionCalls, TransactionDescription, TransactionListing
+from groupstream.client.admin.transactions import (
+    AbortTransactionSpec,
+    OpenTransaction,
+    ProducerState,
+    TransactionCalls,
+    TransactionDescription,
+    TransactionListing,
+)
 from groupstream.client.admin.types import (
     ConfigEntry,
     ConsumerGroupDescription,
@@ -38,6 +46,7 @@ from groupstream.client.admin.types import (
 from groupstream.client.metadata import TopicDescription
 
 __all__ = [
+    "AbortTransactionSpec",
     "Admin",
     "ConfigEntry",
     "ConsumerGroupDescription",
@@ -49,7 +58,9 @@ __all__ = [
     "ListedOffset",
     "NewTopic",
     "OffsetAndMetadata",
+    "OpenTransaction",
     "PartitionLag",
+    "ProducerState",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
