@@ -1,9 +1,10 @@
 """Two answers mypy found wanting once the handlers' bodies were typed (issue 14, typed message bodies).
 
-A Metadata v10+ topic may carry a null name: with no topic id either, the broker looked the topic up by the name
-None. A CreateTopics config value may be null: the config layer refused it as a malformed string. Kafka refuses
-the first with INVALID_REQUEST and answers the second with INVALID_CONFIG, "Null value not supported for topic
-configs: <names>". The config helpers, now typed, still apply every IncrementalAlterConfigs operation.
+A Metadata v10+ topic may carry a null name: with no topic id either, the broker looked the topic up by the
+name None (answering INVALID_TOPIC_EXCEPTION, which it still does from v12); Kafka refuses a null name before
+v12 (INVALID_REQUEST). A CreateTopics config value may be null: the config layer refused it as a malformed
+string; Kafka answers INVALID_CONFIG, "Null value not supported for topic configs: <names>". The config helpers,
+now typed, still apply every IncrementalAlterConfigs operation.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def test_a_metadata_topic_with_neither_name_nor_id_is_an_invalid_request(tmp_pat
                 topics = [R.MetadataRequestTopic(name=None, topic_id=ZERO_UUID), R.MetadataRequestTopic(name="named")]
                 raw.send(METADATA, version, R(topics=topics, allow_auto_topic_creation=False))
                 nameless, named = raw.receive()[3].topics
-                none = None if version >= 12 else ""  # the answer's name is nullable from v12
-                assert (nameless.error_code, nameless.name) == (ErrorCode.INVALID_REQUEST, none)
+                expected = (ErrorCode.INVALID_REQUEST, "") if version < 12 else (ErrorCode.INVALID_TOPIC_EXCEPTION, None)
+                assert (nameless.error_code, nameless.name) == expected
                 assert (named.error_code, named.name, len(named.partitions)) == (0, "named", 1)
         finally:
             raw.close()

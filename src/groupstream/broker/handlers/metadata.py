@@ -47,11 +47,13 @@ def handle_metadata(broker: Broker, request: Request) -> Any:
                     continue
                 name = found.name
             if name is None:
-                # neither a name nor an id: Kafka refuses the request (INVALID_REQUEST, "Topic name can not be
-                # null"); this topic alone is answered so, rather than looked up by a null name
-                # (the answer's name is nullable from v12 only)
-                none = None if request.version >= 12 else ""
-                topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=none))
+                # neither a name nor an id. Before v12 Kafka refuses the request ("Topic name can not be null for
+                # version"): this topic is answered INVALID_REQUEST; from v12 (where the answer's name may be
+                # null) it stays the invalid topic it was when it reached the name checks as None.
+                if request.version < 12:
+                    topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=""))
+                else:
+                    topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=None))
                 continue
             if not auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 topics_out.append(R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name,
