@@ -124,7 +124,11 @@ def _kafka_find_hanging(bootstrap: str, topic: str, workdir: Path) -> list[dict[
     return [{h.upper(): v for h, v in zip(header, r, strict=False) if h} for r in rows]
 
 
-def _hanging_scenario(bootstrap: str, wipe_coordinator_state: Callable[[], None], workdir: Path) -> None:
+def _hanging_scenario(
+    bootstrap: str, wipe_coordinator_state: Callable[[], None], workdir: Path, *, by_ids: bool = False
+) -> None:
+    """``by_ids``: abort naming the producer id, producer epoch and coordinator epoch that describe-producers
+    shows (as for brokers before 3.0) instead of ``--start-offset``."""
     topic = f"hang-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1)])
@@ -180,8 +184,14 @@ def _hanging_scenario(bootstrap: str, wipe_coordinator_state: Callable[[], None]
     no_such = user_error("transactions", "abort", "--bootstrap-server", bootstrap, "--topic", topic,
                          "--partition", "0", "--start-offset", "3")  # fmt: skip
     assert "no open transaction starts at offset 3" in no_such
-    out = ok("transactions", "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0",
-             "--start-offset", "4")  # fmt: skip
+    which = (
+        ("--producer-id", producer["PRODUCERID"], "--producer-epoch", producer["PRODUCEREPOCH"],
+         "--coordinator-epoch", producer["LATESTCOORDINATOREPOCH"])
+        if by_ids else ("--start-offset", "4")
+    )  # fmt: skip
+    out = ok(
+        "transactions", "abort", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", "0", *which
+    )
     assert f"producer {producer['PRODUCERID']}" in out, out
     assert _read_committed(bootstrap, topic, 6) == [b"committed-0", b"committed-1", b"committed-2"]
     assert _offsets(bootstrap, topic) == (6, 6)  # the ABORT marker at 5; nothing holds the LSO back
@@ -229,7 +239,7 @@ def test_hanging_transaction_found_and_aborted_on_apache_kafka(tmp_path: Path) -
             _wipe(node.data_dir)
             cluster.start_node(node)
 
-        _hanging_scenario(cluster.bootstrap, wipe, tmp_path)
+        _hanging_scenario(cluster.bootstrap, wipe, tmp_path, by_ids=True)
 
 
 def test_find_hanging_and_abort_refuse_incomplete_arguments() -> None:

@@ -33,7 +33,10 @@ from groupstream.protocol.error_codes import ErrorCode
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("transactions", help="list and describe transactional ids (as kafka-transactions.sh)")
+    p = sub.add_parser(
+        "transactions",
+        help="transactional ids, partitions' producers and hanging transactions (as kafka-transactions.sh)",
+    )
     tsub = p.add_subparsers(
         dest="transactions_command",
         required=True,
