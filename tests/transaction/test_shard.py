@@ -326,3 +326,99 @@ def test_idle_transactional_ids_expire() -> None:
     assert d.timers["txn-expiration"] == d.now + 1_000  # checked again
     r = d.init("idle")  # a new producer with an expired id starts afresh, with a new producer id
     assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1003, 0)
+
+
+# --- transaction.version 2 (KIP-890 part 2) ------------------------------------------------------------------
+
+
+def _add_v5(d: Driver, pid: int, epoch: int, parts: dict[str, list[int]], tid: str = "tx") -> dict[Any, int]:
+    """What the broker sends for a TV2 client's Produce: the batched form without verify_only."""
+    Req = APIS[24].Request
+    Tx, T = Req.AddPartitionsToTxnTransaction, Req.AddPartitionsToTxnTopic
+    r = d.call(24, 5, transactions=[Tx(transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=False,
+                                       topics=[T(name=t, partitions=ps) for t, ps in parts.items()])])  # fmt: skip
+    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_transaction[0].topic_results
+            for p in t.results_by_partition}  # fmt: skip
+
+
+def test_tv2_every_end_bumps_the_epoch() -> None:
+    d = Driver()
+    d.init()
+    assert _add_v5(d, 1000, 0, {"t": [0, 1]}) == {("t", 0): E.NONE, ("t", 1): E.NONE}
+    m = d.shard.get("tx")
+    assert m is not None and (m.state, m.client_transaction_version) == (TxnState.ONGOING, 2)
+    r = d.end(1000, 0, True, version=5)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1000, 1)
+    assert d.state() is TxnState.PREPARE_COMMIT
+    assert d.markers == [MarkerJob("tx", 1000, 1, True, frozenset({("t", 0), ("t", 1)}))]  # the bumped epoch
+    assert decode_record(*d.encoded[-1]).metadata == d.shard.get("tx")  # client_transaction_version 2 round-trips
+    assert d.end(1000, 0, True, version=5).error_code == E.CONCURRENT_TRANSACTIONS  # a retry: markers in flight
+    assert d.end(1000, 0, False, version=5).error_code == E.INVALID_TXN_STATE
+    d.finish_markers()
+    r = d.end(1000, 0, True, version=5)  # a retry of the completed commit: answered as the first was
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1000, 1)
+    assert d.end(1000, 0, False, version=5).error_code == E.INVALID_TXN_STATE
+    # the next transaction runs at epoch 1; the old epoch is fenced
+    assert _add_v5(d, 1000, 0, {"u": [0]}) == {("u", 0): E.PRODUCER_FENCED}
+    assert _add_v5(d, 1000, 1, {"u": [0]}) == {("u", 0): E.NONE}
+    r = d.end(1000, 1, False, version=5)
+    assert (r.error_code, r.producer_epoch) == (E.NONE, 2)
+    assert d.finish_markers() == [MarkerJob("tx", 1000, 2, False, frozenset({("u", 0)}))]
+    assert d.state() is TxnState.COMPLETE_ABORT
+
+
+def test_tv2_abort_with_nothing_added_and_commit_refused() -> None:
+    d = Driver()
+    d.init()
+    assert d.end(1000, 0, True, version=5).error_code == E.INVALID_TXN_STATE  # nothing to commit
+    r = d.end(1000, 0, False, version=5)  # an abort still bumps: a late write of the old epoch is fenced
+    assert (r.error_code, r.producer_epoch) == (E.NONE, 1)
+    assert d.finish_markers() == [MarkerJob("tx", 1000, 1, False, frozenset())]
+    assert d.state() is TxnState.COMPLETE_ABORT
+
+
+def test_tv2_epoch_exhaustion_moves_to_a_new_producer_id_at_the_end() -> None:
+    d = Driver()
+    d.init()
+    m = d.shard.get("tx")
+    assert m is not None
+    last = MAX_EPOCH - 1  # the bump reaches MAX_EPOCH: the last end of this id
+    d.apply(type("R", (), {"records": [TxnRecord("tx", m.transition_to(TxnState.EMPTY, d.now, producer_epoch=last))],
+                           "timers": [], "markers": [], "responses": []})())  # fmt: skip
+    _add_v5(d, 1000, last, {"t": [0]})
+    r = d.end(1000, last, True, version=5)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1001, 0)
+    assert d.finish_markers() == [MarkerJob("tx", 1000, last + 1, True, frozenset({("t", 0)}))]
+    m = d.shard.get("tx")
+    assert m is not None and (m.producer_id, m.producer_epoch, m.previous_producer_id) == (1001, 0, 1000)
+    r = d.end(1000, last, True, version=5)  # the retry from the replaced id
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1001, 0)
+    assert _add_v5(d, 1001, 0, {"t": [0]}) == {("t", 0): E.NONE}
+
+
+def test_tv1_ends_keep_the_epoch_on_a_tv2_broker_and_v5_on_a_tv1_broker() -> None:
+    d = Driver()  # transaction.version 2 finalized: EndTxn v4 is still version 1
+    d.init()
+    d.add(1000, 0, {"t": [0]})
+    assert d.end(1000, 0, True, version=4).error_code == E.NONE
+    assert d.finish_markers() == [MarkerJob("tx", 1000, 0, True, frozenset({("t", 0)}))]
+    d1 = Driver()
+    d1.shard.config = TransactionCoordinatorConfig(transaction_version=1)
+    d1.init()
+    d1.add(1000, 0, {"t": [0]})
+    r = d1.end(1000, 0, True, version=5)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, 1000, 0)
+    assert d1.finish_markers() == [MarkerJob("tx", 1000, 0, True, frozenset({("t", 0)}))]
+
+
+def test_tv2_timeout_aborts_with_an_epoch_bump() -> None:
+    d = Driver()
+    d.init(timeout=10_000)
+    _add_v5(d, 1000, 0, {"t": [0]})
+    d.advance(10_001)
+    assert d.markers == [MarkerJob("tx", 1000, 1, False, frozenset({("t", 0)}))]
+    d.finish_markers()
+    assert d.end(1000, 0, True, version=5).error_code == E.INVALID_TXN_STATE  # its commit cannot happen
+    r = d.end(1000, 0, False, version=5)  # its abort is what happened: answered with the epoch to go on with
+    assert (r.error_code, r.producer_epoch) == (E.NONE, 1)
+    assert _add_v5(d, 1000, 0, {"t": [0]}) == {("t", 0): E.PRODUCER_FENCED}  # no write of the old epoch

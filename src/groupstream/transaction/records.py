@@ -77,7 +77,7 @@ def encode_record(record: TxnRecord) -> tuple[bytes, bytes | None]:
         transaction_partitions=[PS(topic=t, partition_ids=ps) for t, ps in m.topic_partitions().items()],
         transaction_last_update_timestamp_ms=m.last_update_ms,
         transaction_start_timestamp_ms=m.start_ms,
-        client_transaction_version=0,
+        client_transaction_version=m.client_transaction_version,
     )
     return key, P.I16.pack(VALUE_VERSION) + _VALUE.encode(value, VALUE_VERSION)
 
@@ -117,6 +117,7 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
             previous_producer_id=v.previous_producer_id,
             next_producer_id=v.next_producer_id,
             next_producer_epoch=v.next_producer_epoch,
+            client_transaction_version=v.client_transaction_version,
         ),
     )
 

@@ -10,9 +10,15 @@ EndTxn is answered when the Prepare record is durable (the decision cannot be lo
 finds the Prepare record and writes the markers again, see ``on_loaded``), and a producer asking anything while
 its markers are in flight gets CONCURRENT_TRANSACTIONS and retries.
 
-This is transaction protocol version 1 (KIP-98 with KIP-360 epoch bumps and KIP-447): the client registers
+Transaction protocol version 1 (KIP-98 with KIP-360 epoch bumps and KIP-447): the client registers
 partitions with AddPartitionsToTxn v0-3, the epoch is bumped by InitProducerId, by fencing and by timeouts,
-not per transaction. EndTxn v5 is served with these semantics (the epoch it answers is the current one).
+not per transaction. Version 2 (KIP-890 part 2), where the broker finalized ``transaction.version`` 2 and the
+client ends with EndTxn v5: the Prepare record carries the producer epoch + 1, the markers are written with it
+(so a late write of the ended transaction is refused by every partition) and EndTxn answers it for the next
+transaction; once the epoch would run out, the Complete record moves the producer to a new id at epoch 0. A
+TV2 client adds partitions through its Produce / TxnOffsetCommit, which the broker turns into the batched
+AddPartitionsToTxn (v4+, verify_only false) handled here; it may abort with nothing added (a bumped, empty
+abort). The same broker serves TV1 clients (EndTxn v0-4) the old way, as Kafka picks by the request version.
 
 Fencing: InitProducerId for an id whose transaction is Ongoing bumps the epoch and aborts that transaction
 (Ongoing -> PrepareEpochFence -> PrepareAbort, only the last written, as Kafka writes it), answering
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from groupstream.coordinator.request import ShardRequest
@@ -77,6 +83,7 @@ class TransactionCoordinatorConfig:
     max_timeout_ms: int = 900_000
     id_expiration_ms: int = 7 * 24 * 3600 * 1000
     expiration_check_interval_ms: int = 3600 * 1000
+    transaction_version: int = 2  # the finalized feature level: EndTxn v5 bumps the epoch only at 2
 
 
 class TxnTopicsView(Protocol):
@@ -212,7 +219,12 @@ class TransactionShard:
         if m is None or not m.state.is_preparing or (m.producer_id, m.producer_epoch) != (producer_id, producer_epoch):
             return TxnResult()
         target = TxnState.COMPLETE_COMMIT if m.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        done = m.transition_to(target, now_ms, partitions=frozenset())
+        if m.next_producer_id != NO_PRODUCER_ID:  # TV2 ran out of epochs: the next transaction has a new id
+            done = m.transition_to(target, now_ms, partitions=frozenset(), producer_id=m.next_producer_id,
+                                   producer_epoch=0, previous_producer_id=m.producer_id,
+                                   next_producer_id=NO_PRODUCER_ID)
+        else:
+            done = m.transition_to(target, now_ms, partitions=frozenset())
         return TxnResult(records=[TxnRecord(transactional_id, done)])
 
     # --- InitProducerId ----------------------------------------------------------------------------------
@@ -297,14 +309,18 @@ class TransactionShard:
             return ErrorCode.INVALID_TXN_STATE, None
         return ErrorCode.NONE, m
 
-    def _open(self, m: TxnMetadata, partitions: Iterable[TopicPartition], now_ms: int) -> TxnResult:
-        """Add ``partitions`` to ``m``'s transaction, starting one if none is open; no record if none is new."""
+    def _open(self, m: TxnMetadata, partitions: Iterable[TopicPartition], now_ms: int,
+              client_version: int | None = None) -> TxnResult:
+        """Add ``partitions`` to ``m``'s transaction, starting one if none is open; no record if none is new.
+        A transaction started with ``client_version`` (2: opened by a TV2 client's Produce) records it."""
         wanted = frozenset(partitions)
         if m.state is TxnState.ONGOING and wanted <= m.partitions:
             return TxnResult()
         starting = m.state is not TxnState.ONGOING
         start = now_ms if starting else m.start_ms
-        nxt = m.transition_to(TxnState.ONGOING, now_ms, partitions=m.partitions | wanted, start_ms=start)
+        version = m.client_transaction_version if client_version is None or not starting else client_version
+        nxt = m.transition_to(TxnState.ONGOING, now_ms, partitions=m.partitions | wanted, start_ms=start,
+                              client_transaction_version=version)
         result = TxnResult(records=[TxnRecord(m.transactional_id, nxt)])
         if starting:
             result.timers.append(ScheduleTimer(TIMEOUT_TIMER + m.transactional_id, start + m.timeout_ms))
@@ -358,7 +374,9 @@ class TransactionShard:
             ongoing = m.state is TxnState.ONGOING
             return {tp: ErrorCode.NONE if ongoing and tp in m.partitions else ErrorCode.INVALID_TXN_STATE
                     for tp in wanted}, TxnResult()  # fmt: skip
-        return {tp: ErrorCode.NONE for tp in wanted}, self._open(m, wanted, now_ms)
+        # v4+ without verify_only: the broker adds the partition of a TV2 client's Produce (KIP-890 part 2)
+        tv = 2 if version >= 4 and self.config.transaction_version >= 2 else None
+        return {tp: ErrorCode.NONE for tp in wanted}, self._open(m, wanted, now_ms, tv)
 
     def _add_offsets(self, request: ShardRequest, now_ms: int, view: TxnTopicsView) -> TxnResult:
         req = request.body
@@ -388,6 +406,8 @@ class TransactionShard:
             return out
 
         m = self._txns.get(req.transactional_id)
+        if m is not None and version >= 5 and self.config.transaction_version >= 2:
+            return self._end_txn_v2(request, m, now_ms, answer)
         if m is None or m.producer_id != req.producer_id:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if m.producer_epoch != req.producer_epoch:
@@ -410,6 +430,49 @@ class TransactionShard:
         if state is TxnState.PREPARE_EPOCH_FENCE:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         return answer(ErrorCode.INVALID_TXN_STATE)  # Empty (nothing was added), Dead
+
+    def _end_txn_v2(self, request: ShardRequest, m: TxnMetadata, now_ms: int,
+                    answer: Callable[..., TxnResult]) -> TxnResult:
+        """KIP-890 part 2: every end bumps the epoch (Prepare record, markers and the answer carry epoch + 1).
+        A retry of an end already decided carries the epoch before the bump (or, after a move to a new producer
+        id, the previous id) and is answered as the first was; an abort with nothing added is a bumped, empty
+        abort; a commit with nothing added is INVALID_TXN_STATE."""
+        req = request.body
+        commit: bool = req.committed
+        state = m.state
+        retry = ((req.producer_id == m.producer_id and req.producer_epoch + 1 == m.producer_epoch)
+                 or (req.producer_id == m.previous_producer_id and m.producer_epoch == 0
+                     and state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)))  # fmt: skip
+        if retry and state is not TxnState.ONGOING and state is not TxnState.EMPTY:
+            if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
+                wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+                return answer(ErrorCode.CONCURRENT_TRANSACTIONS if state is wanted or state is
+                              TxnState.PREPARE_EPOCH_FENCE else ErrorCode.INVALID_TXN_STATE)
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            return answer(ErrorCode.NONE, m) if state is done else answer(ErrorCode.INVALID_TXN_STATE)
+        if m.producer_id != req.producer_id:
+            return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if m.producer_epoch != req.producer_epoch:
+            return answer(_fenced(END_TXN, request.version))
+        if state.is_preparing or state is TxnState.PREPARE_EPOCH_FENCE:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state is TxnState.DEAD or (state is not TxnState.ONGOING and commit):
+            return answer(ErrorCode.INVALID_TXN_STATE)
+        changes: dict[str, Any] = {"producer_epoch": m.producer_epoch + 1, "client_transaction_version": 2}
+        if m.producer_epoch + 1 >= MAX_EPOCH:  # the epochs run out: the next transaction gets a new id
+            try:
+                changes["next_producer_id"] = self._allocate()
+            except Exception:
+                return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if state is not TxnState.ONGOING:
+            changes.update(partitions=frozenset(), start_ms=now_ms)  # nothing was added: an empty abort
+        nxt = m.transition_to(target, now_ms, **changes)
+        shown = nxt if nxt.next_producer_id == NO_PRODUCER_ID else replace(
+            nxt, producer_id=nxt.next_producer_id, producer_epoch=0)
+        return answer(ErrorCode.NONE, shown, TxnResult(records=[TxnRecord(m.transactional_id, nxt)],
+                                                       markers=[_job(nxt)],
+                                                       timers=[CancelTimer(TIMEOUT_TIMER + m.transactional_id)]))
 
     # --- DescribeTransactions, ListTransactions ---------------------------------------------------------------
 

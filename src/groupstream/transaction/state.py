@@ -106,6 +106,9 @@ class TxnMetadata:
     previous_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     next_producer_epoch: int = NO_PRODUCER_EPOCH
+    # the transaction protocol of the transaction (Kafka's clientTransactionVersion: 2 once a KIP-890 part 2
+    # client opened or ended it, which bumps the epoch at every end; 0 otherwise)
+    client_transaction_version: int = 0
 
     def transition_to(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
         """The metadata in ``state`` with ``changes``; raises `InvalidTransition` if the table forbids it."""
