@@ -12,6 +12,8 @@ sit on different nodes and every request must find its way to the right one.
 - Our CLI bootstrapped from one node: ``topics create|list|describe`` (three replicas, all in sync) and
   ``groups list|describe`` (offsets, ``--members --verbose``, ``--state`` with the coordinator Kafka chose) of
   a live KIP-848 group of our consumers, whose ``reset-offsets`` is refused while it has members.
+- Our Admin's ``describe_producers`` and ``abort_transaction`` at the leaders of three partitions, each on
+  another node: an open transaction's ABORT markers written there, each LSO then at its log end.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 from apache_helpers import create_topic, unique
 
 from groupstream import Consumer, Producer
-from groupstream.client.admin import Admin, ConsumerGroupDescription, NewTopic
+from groupstream.client.admin import AbortTransactionSpec, Admin, ConsumerGroupDescription, NewTopic
 from groupstream.client.producer import RecordMetadata
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 from support.brokers import groupstream_command
@@ -321,3 +323,49 @@ def test_cli_topics_and_groups_against_the_cluster(
     finally:
         for m in members:
             m.close()
+
+
+def test_admin_aborts_an_open_transaction_at_each_partitions_leader(apache_cluster: Cluster) -> None:
+    """Our Admin's ``describe_producers`` and ``abort_transaction`` (issue 17, ``kafka-transactions.sh
+    describe-producers|abort``) on partitions led by three different nodes: each DescribeProducers and
+    WriteTxnMarkers goes to the partition's leader (a follower would answer NOT_LEADER_OR_FOLLOWER), and once
+    each partition's ABORT marker is written its last stable offset reaches its log end."""
+    topic = unique("txn-abort")
+    create_topic(apache_cluster.bootstrap, topic, 3)
+    tps = [(topic, i) for i in range(3)]
+    p = Producer({"bootstrap.servers": apache_cluster.bootstrap, "transactional.id": unique("tid"),
+                  "transaction.timeout.ms": 600_000})  # fmt: skip
+    try:
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, b"open-%d" % i, partition=i)
+        assert p.flush(30) == 0
+        with Admin({"bootstrap.servers": apache_cluster.bootstrap}) as admin:
+            leaders = {
+                (topic, q.partition): q.leader for q in admin.describe_topics([topic])[topic].partitions
+            }
+            assert len(set(leaders.values())) == 3, leaders
+            producers = admin.describe_producers(tps)
+            for tp in tps:
+                (state,) = producers[tp]
+                assert state.txn_start_offset == 0, (tp, state)
+                admin.abort_transaction(
+                    AbortTransactionSpec(
+                        topic, tp[1], state.producer_id, state.producer_epoch, state.coordinator_epoch
+                    )
+                )
+            after = admin.describe_producers(tps)
+            assert [s.txn_start_offset for tp in tps for s in after[tp]] == [None, None, None], after
+            ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(tps, "latest")).items()}
+        assert ends == dict.fromkeys(tps, 2)  # the record and its ABORT marker
+        c = Consumer({"bootstrap.servers": apache_cluster.bootstrap, "group.id": unique("lso"),
+                      "isolation.level": "read_committed"})  # fmt: skip
+        try:
+            assert {
+                (tp.topic, tp.partition): o for tp, o in c.end_offsets(tps).items()
+            } == ends  # LSO = log end
+        finally:
+            c.close()
+    finally:
+        p.close()
