@@ -273,7 +273,8 @@ class TransactionCalls(GroupCalls):
         max_transaction_timeout_ms: int = 15 * 60_000, now_ms: int,
     ) -> list[OpenTransaction]:  # fmt: skip
         """Open transactions no coordinator will finish, on ``topic`` (one ``partition`` of it) or on the
-        partitions broker ``broker_id`` holds a replica of, as ``kafka-transactions.sh find-hanging`` finds them
+        partitions broker ``broker_id`` holds a replica of (internal topics left out, as Kafka's tool lists topics;
+        ``--topic __consumer_offsets`` searches that one), as ``kafka-transactions.sh find-hanging`` finds them
         (see the module's docstring)."""
         if topic is None and broker_id is None:
             raise ValueError("find-hanging needs a topic or a broker id to limit the search")
@@ -285,7 +286,9 @@ class TransactionCalls(GroupCalls):
         if topic is not None and partition is not None:
             tps = [(topic, partition)]
         else:
-            names = [topic] if topic is not None else sorted(self.list_topics(include_internal=True))
+            names = (
+                [topic] if topic is not None else sorted(self.list_topics())
+            )  # not internal ones, as Kafka
             tps = [
                 (name, p.partition)
                 for name, desc in self.describe_topics(names).items()
