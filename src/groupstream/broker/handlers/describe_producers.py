@@ -5,10 +5,10 @@ first offset of its open transaction, which is what ``kafka-transactions.sh find
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
-from groupstream.protocol.bodies import DESCRIBE_PRODUCERS
+from groupstream.protocol.bodies import DESCRIBE_PRODUCERS, DescribeProducersResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @handles("DescribeProducers")
-def handle_describe_producers(broker: Broker, request: Request) -> Any:
+def handle_describe_producers(broker: Broker, request: Request) -> DescribeProducersResponse:
     R = DESCRIBE_PRODUCERS.Response
     TR = R.TopicResponse
     PR = TR.PartitionResponse

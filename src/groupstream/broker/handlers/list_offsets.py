@@ -4,10 +4,10 @@ isolation_level 1 (read_committed, v2+) the last stable offset, as Kafka answers
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
-from groupstream.protocol.bodies import LIST_OFFSETS
+from groupstream.protocol.bodies import LIST_OFFSETS, ListOffsetsResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -27,7 +27,7 @@ READ_COMMITTED = 1
 
 
 @handles("ListOffsets")
-def handle_list_offsets(broker: Broker, request: Request) -> Any:
+def handle_list_offsets(broker: Broker, request: Request) -> ListOffsetsResponse:
     req = LIST_OFFSETS.body_of(request)
     R = LIST_OFFSETS.Response
     TR = R.ListOffsetsTopicResponse

@@ -3,12 +3,17 @@ so no eligible leader replicas); topics auto-created on request (Metadata) when 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.topics import auto_create_topic, describe_topic_error
-from groupstream.protocol.bodies import DESCRIBE_TOPIC_PARTITIONS, METADATA
+from groupstream.protocol.bodies import (
+    DESCRIBE_TOPIC_PARTITIONS,
+    METADATA,
+    DescribeTopicPartitionsResponse,
+    MetadataResponse,
+)
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -19,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @handles("Metadata")
-def handle_metadata(broker: Broker, request: Request) -> Any:
+def handle_metadata(broker: Broker, request: Request) -> MetadataResponse:
     api = METADATA
     R = api.Response
     req = METADATA.body_of(request)
@@ -112,7 +117,7 @@ MAX_PARTITIONS_PER_ANSWER = 2000
 
 
 @handles("DescribeTopicPartitions")
-def handle_describe_topic_partitions(broker: Broker, request: Request) -> Any:
+def handle_describe_topic_partitions(broker: Broker, request: Request) -> DescribeTopicPartitionsResponse:
     """The topics asked for (every topic when none is named), sorted by name, from the cursor's topic and
     partition on, at most ``response_partition_limit`` partitions; ``next_cursor`` names the first partition
     left out. A named topic that does not exist is answered with an error, as Kafka does; with every topic

@@ -7,11 +7,11 @@ coordinator's state lives in them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
-from groupstream.protocol.bodies import DELETE_RECORDS
+from groupstream.protocol.bodies import DELETE_RECORDS, DeleteRecordsResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -24,7 +24,7 @@ HIGH_WATERMARK = -1
 
 
 @handles("DeleteRecords")
-def handle_delete_records(broker: Broker, request: Request) -> Any:
+def handle_delete_records(broker: Broker, request: Request) -> DeleteRecordsResponse:
     R = DELETE_RECORDS.Response
     T = R.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import is_internal
-from groupstream.protocol.bodies import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
+from groupstream.protocol.bodies import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+)
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -41,7 +48,7 @@ def _code_for(exc: Exception) -> ErrorCode:
 
 
 @handles("CreateTopics")
-def handle_create_topics(broker: Broker, request: Request) -> Any:
+def handle_create_topics(broker: Broker, request: Request) -> CreateTopicsResponse:
     req = CREATE_TOPICS.body_of(request)
     R = CREATE_TOPICS.Response
     T = R.CreatableTopicResult
@@ -90,7 +97,7 @@ def handle_create_topics(broker: Broker, request: Request) -> Any:
 
 
 @handles("DeleteTopics")
-def handle_delete_topics(broker: Broker, request: Request) -> Any:
+def handle_delete_topics(broker: Broker, request: Request) -> DeleteTopicsResponse:
     req = DELETE_TOPICS.body_of(request)
     R = DELETE_TOPICS.Response
     D = R.DeletableTopicResult
@@ -132,7 +139,7 @@ def handle_delete_topics(broker: Broker, request: Request) -> Any:
 
 
 @handles("CreatePartitions")
-def handle_create_partitions(broker: Broker, request: Request) -> Any:
+def handle_create_partitions(broker: Broker, request: Request) -> CreatePartitionsResponse:
     req = CREATE_PARTITIONS.body_of(request)
     R = CREATE_PARTITIONS.Response
     out = []
