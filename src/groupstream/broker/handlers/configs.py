@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.topics import describe_topic_error
 from groupstream.protocol.bodies import (
     DESCRIBE_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
+    DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
@@ -46,7 +48,7 @@ _NODE_ID = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.parseInt takes
 _Alterable = IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
 
 @handles("DescribeConfigs")
-def handle_describe_configs(broker: Broker, request: Request) -> Any:
+def handle_describe_configs(broker: Broker, request: Request) -> DescribeConfigsResponse:
     req = DESCRIBE_CONFIGS.body_of(request)
     R = DESCRIBE_CONFIGS.Response
     Res = R.DescribeConfigsResult
@@ -131,7 +133,7 @@ class _Refused(Exception):
 
 
 @handles("IncrementalAlterConfigs")
-def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+def handle_incremental_alter_configs(broker: Broker, request: Request) -> IncrementalAlterConfigsResponse:
     req = INCREMENTAL_ALTER_CONFIGS.body_of(request)
     R = INCREMENTAL_ALTER_CONFIGS.Response
     counts = Counter((res.resource_type, res.resource_name) for res in req.resources)
