@@ -117,6 +117,10 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     transaction_cleanup_interval_ms: int = 3600 * 1000
+    # the finalized level of Kafka's transaction.version feature, as ApiVersions v3+ advertises it: 2 (KIP-890
+    # part 2, what Kafka 4.x finalizes on a new cluster) lets clients end each transaction with an epoch bump
+    # and add partitions through Produce; 0 or 1 keeps transaction protocol version 1 for every client
+    transaction_version: int = 2
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     # group.* and offsets.* properties of the coordinator, validated on apply
@@ -240,6 +244,10 @@ class BrokerConfig:
                 self.transactional_id_expiration_ms = _int(name, value, 1)
             elif name == "transaction.remove.expired.transaction.cleanup.interval.ms":
                 self.transaction_cleanup_interval_ms = _int(name, value, 1)
+            elif name == "transaction.version":
+                self.transaction_version = _int(name, value, 0)
+                if self.transaction_version > 2:
+                    raise ConfigError(f"{name}: {value} is not a transaction.version this broker supports (0 to 2)")
             elif name == "log.cleaner.enable":
                 self.log_cleaner_enable = _bool(name, value)
             elif name == "log.cleaner.backoff.ms":
@@ -325,6 +333,7 @@ def known_properties() -> list[str]:
             "transaction.max.timeout.ms",
             "transactional.id.expiration.ms",
             "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "transaction.version",
             "log.cleaner.enable",
             "log.cleaner.backoff.ms",
             "max.connections",

@@ -98,7 +98,7 @@ class Broker:
             self.transactions = TransactionCoordinator(
                 self, config.transaction_state_num_partitions, config.transaction_state_segment_bytes,
                 TransactionCoordinatorConfig(config.transaction_max_timeout_ms, config.transactional_id_expiration_ms,
-                                             config.transaction_cleanup_interval_ms),
+                                             config.transaction_cleanup_interval_ms, config.transaction_version),
                 partitions,
             )
         except BaseException:

@@ -12,7 +12,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
-from groupstream.broker.handlers.transactions import verify_transactional_batch
+from groupstream.broker.handlers.transactions import (
+    add_partitions_implicitly,
+    partitions_outside_transaction,
+    verify_transactional_batch,
+)
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.server import NO_RESPONSE
 from groupstream.protocol.connection import Request
@@ -31,6 +35,56 @@ log = logging.getLogger("groupstream.broker.produce")
 
 @handles("Produce")
 def handle_produce(broker: Broker, request: Request) -> Any:
+    """Where ``transaction.version`` 2 is finalized, a Produce v12+ (a KIP-890 part 2 client) with transactional
+    batches for partitions not yet in its transaction first has the transaction coordinator add them (as an
+    AddPartitionsToTxn would), then appends; older clients must have added them themselves."""
+    adds = _implicit_adds(broker, request)
+    if adds is None:
+        return _produce(broker, request, {})
+    tid, producer_id, epoch, partitions = adds
+
+    async def after_add() -> Any:
+        refused = await add_partitions_implicitly(broker, request, tid, producer_id, epoch, partitions)
+        out = _produce(broker, request, refused)
+        return await out if isinstance(out, asyncio.Future) else out
+
+    return asyncio.ensure_future(after_add())
+
+
+def _implicit_adds(broker: Broker, request: Request) -> tuple[str, int, int, list[tuple[str, int]]] | None:
+    """(transactional id, producer id, epoch, partitions) when a TV2 produce carries transactional batches of
+    partitions its ongoing transaction does not hold yet; None when nothing is to be added first."""
+    req = request.body
+    tid = req.transactional_id
+    if request.version < 12 or tid is None or broker.config.transaction_version < 2:
+        return None
+    if not broker.authorizer.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return None
+    by_id = request.version >= 13
+    wanted: list[tuple[str, int]] = []
+    producer: tuple[int, int] | None = None
+    for td in req.topic_data:
+        topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
+        if topic is None or is_internal(topic.name):
+            continue
+        for pd in td.partition_data:
+            if not pd.records or not 0 <= pd.index < topic.partitions:
+                continue
+            try:
+                header = next(iter(iter_batches(pd.records)))[1]
+            except (PeerProtocolError, StopIteration):
+                continue  # the append refuses it with its reason
+            if header.is_transactional and not header.is_control:
+                producer = producer or (header.producer_id, header.producer_epoch)
+                wanted.append((topic.name, pd.index))
+    missing = partitions_outside_transaction(broker, tid, wanted) if producer is not None else []
+    if producer is None or not missing:
+        return None
+    return tid, producer[0], producer[1], missing
+
+
+def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tuple[int, str]]) -> Any:
+    """The append; ``refused`` answers the partitions whose implicit add failed with a retriable error."""
     req = request.body
     R = request.api.Response
     PR = R.TopicProduceResponse.PartitionProduceResponse
@@ -70,7 +124,12 @@ def handle_produce(broker: Broker, request: Request) -> Any:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1))
                 continue
             plog = broker.catalog.log(topic.name, pd.index)
-            code, base, message = _append(broker, plog, pd.records, now, tid)
+            message: str | None
+            if (topic.name, pd.index) in refused:
+                code, message = refused[(topic.name, pd.index)]
+                base = -1
+            else:
+                code, base, message = _append(broker, plog, pd.records, now, tid)
             if code == ErrorCode.NONE and base >= 0:
                 policy = plog.config.flush_policy
                 end = plog.log_end_offset

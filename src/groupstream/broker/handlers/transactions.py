@@ -20,11 +20,14 @@ from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TO
 from groupstream.broker.transaction_wiring import error_response
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.messages import APIS
 from groupstream.security.acl import Operation, ResourceType
 from groupstream.transaction.state import TxnState
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
+
+ADD_PARTITIONS_TO_TXN_KEY = 24
 
 
 def lookup_transaction_coordinator(broker: Broker, transactional_id: str) -> tuple[int, str | None]:
@@ -66,6 +69,51 @@ def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int
         return (ErrorCode.INVALID_TXN_STATE, -1,
                 f"{partition[0]}-{partition[1]} is not in an ongoing transaction of {tid!r}")  # fmt: skip
     return None
+
+
+# What an implicit add may answer while the transaction cannot take the partition yet (the previous one's
+# markers are being written, the coordinator is loading or moving): the produce is retried, as Kafka answers it.
+_ADD_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})  # fmt: skip
+
+
+def partitions_outside_transaction(broker: Broker, tid: str, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The partitions (once each) the ongoing transaction of ``tid`` does not hold yet; none when its shard is
+    not serving or the id is unknown (the verification then answers why)."""
+    shard, waiting = _serving_shard(broker, tid)
+    m = None if waiting or shard is None else cast(Any, shard).get(tid)
+    if m is None:
+        return []
+    held = m.partitions if m.state is TxnState.ONGOING else frozenset()
+    return [tp for tp in dict.fromkeys(partitions) if tp not in held]
+
+
+async def add_partitions_implicitly(broker: Broker, request: Request, tid: str, producer_id: int, epoch: int,
+                                    partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, str]]:
+    """KIP-890 part 2 on one node: a TV2 client's Produce / TxnOffsetCommit adds its partitions to its transaction
+    through the coordinator's AddPartitionsToTxn v5 (verify_only false), durable before the append. Returns the
+    partitions to answer with a retriable NOT_ENOUGH_REPLICAS (and why); any other refusal is left to the
+    verification that follows (fenced, not the producer's id, ...), which names it."""
+    api = APIS[ADD_PARTITIONS_TO_TXN_KEY]
+    Q = api.Request
+    topics: dict[str, list[int]] = defaultdict(list)
+    for topic, index in partitions:
+        topics[topic].append(index)
+    body = Q(transactions=[Q.AddPartitionsToTxnTransaction(
+        transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, verify_only=False,
+        topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])  # fmt: skip
+    runtime = broker.transactions.serving()
+    answer = await runtime.submit(runtime.partition_for(tid), api, 5, body, request.header.client_id or "",
+                                  broker.current_client_host)  # fmt: skip
+    later: dict[tuple[str, int], tuple[int, str]] = {}
+    codes = {(t.name, r.partition_index): r.partition_error_code
+             for txn in answer.results_by_transaction for t in txn.topic_results for r in t.results_by_partition}
+    for tp in partitions:
+        code = answer.error_code or codes.get(tp, ErrorCode.NONE)
+        if code in _ADD_LATER:
+            later[tp] = (ErrorCode.NOT_ENOUGH_REPLICAS,
+                         f"the transaction of {tid!r} cannot take {tp[0]}-{tp[1]} yet ({ErrorCode(code).name}); retry")
+    return later
 
 
 def to_transaction_shard(broker: Broker, request: Request, transactional_id: str) -> Any:
@@ -232,12 +280,31 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in refused else ErrorCode.OPERATION_NOT_ATTEMPTED))
                 for p in t.partitions]) for t in req.topics])  # fmt: skip
     groups = broker.coordinator
-    partition = groups.partition_for(req.group_id)
-    code = _verify_offsets_in_transaction(broker, request, (OFFSETS_TOPIC, partition))
+    offsets = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    if request.version >= 5 and broker.config.transaction_version >= 2 and partitions_outside_transaction(
+            broker, tid, [offsets]):  # fmt: skip
+        # KIP-890 part 2: a TV2 client sends no AddOffsetsToTxn; its TxnOffsetCommit adds the group's partition
+        async def after_add() -> Any:
+            later = await add_partitions_implicitly(broker, request, tid, req.producer_id, req.producer_epoch,
+                                                    [offsets])  # fmt: skip
+            if later:
+                return group_error_response(request.api, request.version, req, ErrorCode.CONCURRENT_TRANSACTIONS)
+            return await _commit_offsets(broker, request, offsets)
+
+        return asyncio.ensure_future(after_add())
+    return _commit_offsets(broker, request, offsets)
+
+
+def _commit_offsets(broker: Broker, request: Request, offsets: tuple[str, int]) -> Any:
+    """Verified in the producer's transaction, the group coordinator writes the offsets (an awaitable)."""
+    req = request.body
+    code = _verify_offsets_in_transaction(broker, request, offsets)
     if code != ErrorCode.NONE:
-        return group_error_response(request.api, request.version, req, code)
-    return groups.submit(partition, request.api, request.version, req, request.header.client_id or "",
-                         broker.current_client_host)  # fmt: skip
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(group_error_response(request.api, request.version, req, code))
+        return future
+    return broker.coordinator.submit(offsets[1], request.api, request.version, req, request.header.client_id or "",
+                                     broker.current_client_host)  # fmt: skip
 
 
 def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: tuple[str, int]) -> int:
