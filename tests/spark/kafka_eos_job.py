@@ -43,7 +43,9 @@ def main(argv: list[str]) -> int:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", out_topic)
         .option("exactlyOnce", "true")
-        .option("kafka.transaction.timeout.ms", "20000")
+        # long enough for a decided batch to outlive a driver's restart on a loaded machine; short enough that a
+        # killed attempt's transaction no later task takes over ends within the test
+        .option("kafka.transaction.timeout.ms", "60000")
         .option("checkpointLocation", checkpoint)
     )
     if until_caught_up:

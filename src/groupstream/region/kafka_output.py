@@ -21,8 +21,9 @@ completes, while the next interval's records are already being written, so each 
 no recorded transaction holds (two slots in the steady state). A new interval's producer runs
 ``init_transactions`` on its slot: one InitProducerId per member and checkpoint interval (and one EndTxn per
 member and checkpoint) is this sink's cost, and read_committed readers see an interval's records when its
-checkpoint completes. ``transaction.timeout.ms`` (producer property) must exceed two checkpoint periods plus
-the time a checkpoint takes to complete.
+checkpoint completes. ``transaction.timeout.ms`` (producer property; default here 900000, the brokers' default
+``transaction.max.timeout.ms``) must exceed two checkpoint periods plus the time a checkpoint takes to complete
+plus a member's restart: a recorded transaction the coordinator aborted before its commit is lost.
 
 Rows are mappings with ``value`` and optionally ``key`` (bytes or str).
 """
@@ -44,6 +45,9 @@ __all__ = ["KafkaCheckpointedSink", "RegionSink"]
 log = logging.getLogger("groupstream.region")
 
 PREPARED = "_prepared"
+# a prepared transaction must outlive a member's crash and restart until its checkpoint's commit reaches it:
+# Kafka's largest allowed timeout by default (transaction.max.timeout.ms), not the producer's 60 s
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 class RegionSink(Protocol):
@@ -104,8 +108,8 @@ class KafkaCheckpointedSink:
         if self._producer is None:
             held = {s for _, s, _ in self._prepared()}
             slot = next(s for s in range(len(held) + 1) if s not in held)
-            producer = Producer({"acks": "all", "linger.ms": 5, **self.config,
-                                 "transactional.id": self.transactional_id(slot)})  # fmt: skip
+            producer = Producer({"acks": "all", "linger.ms": 5, "transaction.timeout.ms": DEFAULT_TRANSACTION_TIMEOUT_MS,
+                                 **self.config, "transactional.id": self.transactional_id(slot)})  # fmt: skip
             try:
                 producer.init_transactions()  # fences whatever an earlier incarnation left open on this slot
                 producer.begin_transaction()

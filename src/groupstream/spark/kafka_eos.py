@@ -21,9 +21,12 @@ partition with no rows opens no transaction. The driver decides:
 
 Options: ``exactlyOnce`` (default false: the at-least-once sink), ``transactionalIdPrefix`` (default: derived
 from the checkpoint location for streaming, random per write for batch; two queries writing concurrently must
-not share one), and the producer's ``kafka.transaction.timeout.ms``, which must exceed a batch's time from its
-first record to the driver's decision (the coordinator aborts a transaction older than that, and the commit
-then fails the query saying so).
+not share one), and the producer's ``kafka.transaction.timeout.ms`` (default here 900000, 15 min, the brokers'
+default ``transaction.max.timeout.ms``), which must exceed a batch's time from its first record to the
+driver's commit, including a driver's crash and restart between its decision and the commit: the coordinator
+aborts a transaction older than that, and a decided batch whose transaction it aborted is lost (the restarted
+query fails saying so). A shorter timeout frees sooner the last stable offset a killed attempt's transaction
+holds when no later attempt takes its transactional id over.
 
 Costs: read_committed readers see a batch only when its commit completes (one batch's latency more); each open
 transaction holds back the last stable offset of the partitions it writes for the batch's duration, so
@@ -67,6 +70,9 @@ log = logging.getLogger("groupstream.spark")
 EXACTLY_ONCE_KEYS = ("exactlyonce", "transactionalidprefix")
 _LOG_DIR = "groupstream-eos"
 _LOG_FILE = "decisions.jsonl"
+# a decided batch's transactions must outlive a driver's crash and restart, or its records are lost: Kafka's
+# largest allowed timeout by default (transaction.max.timeout.ms), not the producer's 60 s
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 _COMPACT_AFTER = 1000  # lines; the log is rewritten down to its last done batch and any pending one
 
 
@@ -99,7 +105,8 @@ def write_prepared(
     transaction. A failure aborts the transaction before the error goes on to Spark."""
     check_sink_columns(options, fields)
     config = {"bootstrap.servers": options.bootstrap_servers, "client.id": "groupstream-spark-sink-eos",
-              "acks": "all", "enable.idempotence": True, "linger.ms": 5, **options.client_config,
+              "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+              "transaction.timeout.ms": DEFAULT_TRANSACTION_TIMEOUT_MS, **options.client_config,
               "transactional.id": transactional_id}  # fmt: skip
     producer: Producer | None = None
     deliveries: list[BulkDelivery] = []
