@@ -23,17 +23,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from groupstream.storage.fileio import fsync_directory
+
 __all__ = ["CheckpointedParquetSink"]
 
 PREPARED = "_prepared"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CheckpointedParquetSink:
@@ -68,7 +62,7 @@ class CheckpointedParquetSink:
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
         tmp.replace(final)
-        _fsync_dir(self.prepared_dir)
+        fsync_directory(self.prepared_dir)
 
     def _prepared(self) -> list[tuple[int, Path]]:
         out = []
@@ -91,7 +85,7 @@ class CheckpointedParquetSink:
                 path.replace(self.root / f"part-{cid:012d}-{self.member}.parquet")
                 published += 1
         if published:
-            _fsync_dir(self.root)
+            fsync_directory(self.root)
         if self.delta:
             self._commit_delta(upto_checkpoint_id)
         return published
@@ -128,7 +122,7 @@ class CheckpointedParquetSink:
                 path.unlink()
         for tmp in self.prepared_dir.glob(f".*-{self.member}.parquet.tmp"):
             tmp.unlink()
-        _fsync_dir(self.prepared_dir)
+        fsync_directory(self.prepared_dir)
 
     def files(self) -> list[Path]:
         """The published files of every member, in checkpoint order."""

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from groupstream.client.producer import Producer
 from groupstream.client.producer.prepared import PreparedTransaction, complete_transaction
+from groupstream.storage.fileio import fsync_directory
 
 __all__ = ["KafkaCheckpointedSink", "RegionSink"]
 
@@ -63,14 +64,6 @@ class RegionSink(Protocol):
     def commit(self, upto_checkpoint_id: int) -> int: ...
 
     def reset(self, to_checkpoint_id: int | None) -> None: ...
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -163,7 +156,7 @@ class KafkaCheckpointedSink:
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(final)
-        _fsync_dir(self.prepared_dir)
+        fsync_directory(self.prepared_dir)
         self._close_open(abort=False)
 
     def _prepared(self) -> list[tuple[int, int, Path]]:
@@ -195,7 +188,7 @@ class KafkaCheckpointedSink:
                 self._complete(path, True)
                 done += 1
         if done:
-            _fsync_dir(self.prepared_dir)
+            fsync_directory(self.prepared_dir)
         return done
 
     def reset(self, to_checkpoint_id: int | None) -> None:
@@ -210,7 +203,7 @@ class KafkaCheckpointedSink:
                 self._complete(path, False)
         for tmp in self.prepared_dir.glob(f".*-{self.member}.json.tmp"):
             tmp.unlink()
-        _fsync_dir(self.prepared_dir)
+        fsync_directory(self.prepared_dir)
         # the interval being written when an earlier incarnation died took the lowest slot its recorded
         # transactions did not hold: at most len(recorded)
         for slot in range(len(recorded) + 2):

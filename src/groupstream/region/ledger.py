@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from groupstream.storage.fileio import fsync_directory
+
 TopicPartition = tuple[str, int]
 """(topic, partition): plain tuples, as the Spark source plans them."""
 
@@ -101,14 +103,6 @@ class LedgerEntry:
             files=tuple((str(name), str(staged)) for name, staged in raw["files"]),
             topic_ids={(str(r[0]), int(r[1])): str(r[3]) for r in rows if len(r) > 3},
         )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_if_empty(directory: Path, stop: Path) -> None:
@@ -229,7 +223,7 @@ class OffsetLedger:
             return False
         finally:
             tmp.unlink()
-        _fsync_dir(self.ledger_dir)
+        fsync_directory(self.ledger_dir)
         return True
 
     def _move_into_table(self, entry: LedgerEntry) -> None:
@@ -241,7 +235,7 @@ class OffsetLedger:
                 moved = True
                 _remove_if_empty(source.parent, self.staging_dir)
         if moved:
-            _fsync_dir(self.root)
+            fsync_directory(self.root)
 
     def recover(self, member: str) -> None:
         """Finish what a publisher that died left half done: files of entries that exist are moved into the

@@ -61,7 +61,8 @@ from groupstream.client.producer.prepared import (
     complete_transaction,
 )
 from groupstream.spark.options import SinkOptions, SourceOptionError, parse_sink_options
-from groupstream.spark.sink import _COLUMNS, _check_types, check_sink_columns
+from groupstream.spark.sink import check_sink_columns, rows_to_produce
+from groupstream.storage.fileio import atomic_write, fsync_directory
 
 __all__ = ["ExactlyOnceBatchWriter", "ExactlyOnceStreamWriter", "exactly_once_requested", "pending_batches"]
 
@@ -111,24 +112,14 @@ def write_prepared(
     producer: Producer | None = None
     deliveries: list[BulkDelivery] = []
     count = 0
-    checked = False
     try:
-        for batch in batches:
-            if not checked:
-                _check_types(batch)
-                checked = True
-            if not batch.num_rows:
-                continue
-            wanted = [n for n in _COLUMNS if n in batch.schema.names and not (n == "topic" and options.topic)]
-            rows = batch.select(wanted)
-            if options.topic is None and rows.column("topic").null_count:
-                raise SourceOptionError("a row has no topic (null 'topic' column and no 'topic' option)")
+        for rows in rows_to_produce(options, batches):
             if producer is None:
                 producer = Producer(config)
                 producer.init_transactions()  # fences an earlier attempt of this partition, aborting its transaction
                 producer.begin_transaction()
             deliveries.append(producer.produce_arrow(rows, options.topic))
-            count += batch.num_rows
+            count += rows.num_rows
         if producer is None:
             return Prepared(0, None)
         prepared = producer.prepare_transaction()
@@ -249,28 +240,14 @@ class DecisionLog:
             f.flush()
             os.fsync(f.fileno())
         if new:
-            _fsync_dir(self.dir)
+            fsync_directory(self.dir)
 
     def compact(self, state: LogState) -> None:
         """Rewrite the log as its last done batch and its pending ones (atomically: a new file renamed over)."""
-        tmp = self.dir / (_LOG_FILE + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            if state.last_done >= 0:
-                f.write(json.dumps({"batch": state.last_done, "state": "done"}) + "\n")
-            for batch, txns in pending_batches(state):
-                f.write(json.dumps({"batch": batch, "state": "decided", "txns": [t.to_json() for t in txns]}) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _fsync_dir(self.dir)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        lines = [json.dumps({"batch": state.last_done, "state": "done"})] if state.last_done >= 0 else []
+        lines += [json.dumps({"batch": batch, "state": "decided", "txns": [t.to_json() for t in txns]})
+                  for batch, txns in pending_batches(state)]  # fmt: skip
+        atomic_write(self.path, "".join(line + "\n" for line in lines).encode())
 
 
 # --- the writers ------------------------------------------------------------------------------------------------

@@ -42,6 +42,24 @@ def _check_types(batch: Any) -> None:
         raise SourceOptionError(f"column 'partition' must be an integer, got {batch.schema.field('partition').type}")
 
 
+def rows_to_produce(options: SinkOptions, batches: Iterator[Any]) -> Iterator[Any]:
+    """Spark's Arrow batches as `Producer.produce_arrow` takes them: types checked on the first, empty ones
+    skipped, only the sink's columns (no 'topic' column when the option names the topic), every row with a
+    topic."""
+    checked = False
+    for batch in batches:
+        if not checked:
+            _check_types(batch)
+            checked = True
+        if not batch.num_rows:
+            continue
+        wanted = [n for n in _COLUMNS if n in batch.schema.names and not (n == "topic" and options.topic)]
+        rows = batch.select(wanted)
+        if options.topic is None and rows.column("topic").null_count:
+            raise SourceOptionError("a row has no topic (null 'topic' column and no 'topic' option)")
+        yield rows
+
+
 def write_batches(options: SinkOptions, fields: Sequence[str], batches: Iterator[Any]) -> int:
     """Produce every row of ``batches`` (pyarrow record batches); returns how many, once all are acknowledged."""
     check_sink_columns(options, fields)
@@ -49,20 +67,10 @@ def write_batches(options: SinkOptions, fields: Sequence[str], batches: Iterator
               "acks": "all", "enable.idempotence": True, "linger.ms": 5, **options.client_config}  # fmt: skip
     count = 0
     deliveries: list[BulkDelivery] = []
-    checked = False
     with Producer(config) as producer:
-        for batch in batches:
-            if not checked:
-                _check_types(batch)
-                checked = True
-            if not batch.num_rows:
-                continue
-            wanted = [n for n in _COLUMNS if n in batch.schema.names and not (n == "topic" and options.topic)]
-            rows = batch.select(wanted)
-            if options.topic is None and rows.column("topic").null_count:
-                raise SourceOptionError("a row has no topic (null 'topic' column and no 'topic' option)")
+        for rows in rows_to_produce(options, batches):
             deliveries.append(producer.produce_arrow(rows, options.topic))
-            count += batch.num_rows
+            count += rows.num_rows
         remaining = producer.flush()
         if remaining:
             raise RuntimeError(f"{remaining} records were not acknowledged before the flush ended")
