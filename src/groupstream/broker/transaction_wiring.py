@@ -86,6 +86,7 @@ class TransactionCoordinator:
         self._started = False
         self._closed = False
         self._retries: set[asyncio.TimerHandle] = set()
+        self._ending: dict[str, list[asyncio.Future[None]]] = {}
         self.on_offsets_marker: Callable[[int, int, int, bool], None] | None = None
         """Called with (``__consumer_offsets`` partition, producer id, epoch, commit) after such a marker."""
 
@@ -113,6 +114,20 @@ class TransactionCoordinator:
 
     def partition_for(self, transactional_id: str) -> int:
         return self.serving().partition_for(transactional_id)
+
+    def wait_ended(self, transactional_id: str) -> asyncio.Future[None]:
+        """Done when the next transaction of ``transactional_id`` whose markers are being written completes
+        (its Complete* record applied): a TV2 client's next Produce waits for it instead of polling."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending.setdefault(transactional_id, []).append(future)
+        return future
+
+    def forget_waiter(self, transactional_id: str, future: asyncio.Future[None]) -> None:
+        waiters = self._ending.get(transactional_id, [])
+        if future in waiters:
+            waiters.remove(future)
+        if not waiters:
+            self._ending.pop(transactional_id, None)
 
     def start(self) -> None:
         if self.runtime is not None:
@@ -188,6 +203,9 @@ class TransactionCoordinator:
         if self.runtime is not None:
             self.runtime.call(partition, lambda shard, now: cast(Any, shard).markers_written(
             job.transactional_id, job.producer_id, job.producer_epoch, now))
+        for future in self._ending.pop(job.transactional_id, []):
+            if not future.done():
+                future.set_result(None)
 
 
 # -- error answers for requests the coordinator cannot serve ---------------------------------------------

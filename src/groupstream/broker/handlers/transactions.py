@@ -71,6 +71,8 @@ def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int
     return None
 
 
+# How long an implicit add waits for the previous transaction's markers before answering a retriable error.
+_ADD_WAIT_MAX_S = 0.1
 # What an implicit add may answer while the transaction cannot take the partition yet (the previous one's
 # markers are being written, the coordinator is loading or moving): the produce is retried, as Kafka answers it.
 _ADD_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -103,11 +105,26 @@ async def add_partitions_implicitly(broker: Broker, request: Request, tid: str, 
         transactional_id=tid, producer_id=producer_id, producer_epoch=epoch, verify_only=False,
         topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()])])  # fmt: skip
     runtime = broker.transactions.serving()
-    answer = await runtime.submit(runtime.partition_for(tid), api, 5, body, request.header.client_id or "",
-                                  broker.current_client_host)  # fmt: skip
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _ADD_WAIT_MAX_S
+    while True:
+        answer = await runtime.submit(runtime.partition_for(tid), api, 5, body, request.header.client_id or "",
+                                      broker.current_client_host)  # fmt: skip
+        codes = {(t.name, r.partition_index): r.partition_error_code
+                 for txn in answer.results_by_transaction for t in txn.topic_results for r in t.results_by_partition}
+        # The previous transaction's markers are being written (a TV2 client starts its next transaction as
+        # soon as EndTxn is answered): wait here until they are (Kafka's brokers retry this add too, under
+        # add.partitions.to.txn.retry.backoff.*), rather than send the client into its own, longer, backoff.
+        left = deadline - loop.time()
+        if ErrorCode.CONCURRENT_TRANSACTIONS not in codes.values() or left <= 0:
+            break
+        ended = broker.transactions.wait_ended(tid)
+        shard, _ = _serving_shard(broker, tid)
+        m = None if shard is None else cast(Any, shard).get(tid)
+        if m is not None and m.state.is_preparing:  # else it ended meanwhile: ask again at once
+            await asyncio.wait([ended], timeout=left)
+        broker.transactions.forget_waiter(tid, ended)
     later: dict[tuple[str, int], tuple[int, str]] = {}
-    codes = {(t.name, r.partition_index): r.partition_error_code
-             for txn in answer.results_by_transaction for t in txn.topic_results for r in t.results_by_partition}
     for tp in partitions:
         code = answer.error_code or codes.get(tp, ErrorCode.NONE)
         if code in _ADD_LATER:
