@@ -123,3 +123,24 @@ def test_our_client_keeps_the_epoch_on_tv1(tv1: BrokerProcess) -> None:
 def test_tv1_scenarios(tv1: BrokerProcess) -> None:
     aborted_records_are_invisible_to_read_committed(tv1.bootstrap, unique("tv1-vis"), unique("tid"))
     zombie_is_fenced(tv1.bootstrap, unique("tv1-zombie"), unique("tid"))
+
+
+def test_pipelined_batches_of_a_new_transaction_keep_their_order(groupstream_broker: BrokerProcess) -> None:
+    """A TV2 transaction's first batches arrive pipelined on one connection while the first waits for its
+    partition to be added: the later ones must not be appended before it (OUT_OF_ORDER_SEQUENCE_NUMBER, seen
+    with 10,000-record transactions before the broker kept a producer's appends in order)."""
+    b = groupstream_broker
+    topic, tid = unique("tv2-pipe"), unique("tid")
+    make_topic(b.bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid, "batch.size": 4096, "linger.ms": 0})
+    try:
+        p.init_transactions(60)
+        for n in range(3):
+            p.begin_transaction()
+            for i in range(3000):
+                p.produce(topic, b"%d-%05d" % (n, i) + b"x" * 100, partition=i % 3)
+            p.commit_transaction(60)
+    finally:
+        p.close()
+    assert epoch_of(b, tid)[0::2] == ("CompleteCommit", 3)
+    assert len(confluent_values(b.bootstrap, topic, "read_committed", 9000, partitions=3)) == 9000

@@ -87,6 +87,8 @@ class TransactionCoordinator:
         self._closed = False
         self._retries: set[asyncio.TimerHandle] = set()
         self._ending: dict[str, list[asyncio.Future[None]]] = {}
+        self.produce_gates: dict[str, asyncio.Future[None]] = {}
+        """Per transactional id, done when its latest Produce waiting for an implicit add has appended."""
         self.on_offsets_marker: Callable[[int, int, int, bool], None] | None = None
         """Called with (``__consumer_offsets`` partition, producer id, epoch, commit) after such a marker."""
 

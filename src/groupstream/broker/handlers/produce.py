@@ -38,14 +38,30 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     """Where ``transaction.version`` 2 is finalized, a Produce v12+ (a KIP-890 part 2 client) with transactional
     batches for partitions not yet in its transaction first has the transaction coordinator add them (as an
     AddPartitionsToTxn would), then appends; older clients must have added them themselves."""
+    tid = request.body.transactional_id
+    gates = broker.transactions.produce_gates
+    before = gates.get(tid) if tid is not None else None
     adds = _implicit_adds(broker, request)
-    if adds is None:
+    if adds is None and before is None:
         return _produce(broker, request, {})
-    tid, producer_id, epoch, partitions = adds
+    # A producer's requests are appended in the order they came (its sequence numbers), as Kafka, which reads
+    # a connection's next request only after answering the last, does: a later produce of the same id, with
+    # or without partitions to add, appends after the one waiting for its add.
+    assert tid is not None
+    appended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    gates[tid] = appended
 
     async def after_add() -> Any:
-        refused = await add_partitions_implicitly(broker, request, tid, producer_id, epoch, partitions)
-        out = _produce(broker, request, refused)
+        try:
+            if before is not None:
+                await before
+            now_adds = _implicit_adds(broker, request)
+            refused = {} if now_adds is None else await add_partitions_implicitly(broker, request, *now_adds)
+            out = _produce(broker, request, refused)
+        finally:
+            appended.set_result(None)
+            if gates.get(tid) is appended:
+                del gates[tid]
         return await out if isinstance(out, asyncio.Future) else out
 
     return asyncio.ensure_future(after_add())
