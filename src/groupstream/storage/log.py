@@ -20,15 +20,14 @@ from bisect import bisect_right
 from pathlib import Path
 
 from groupstream.protocol.errors import PeerProtocolError
-from groupstream.protocol.records.batch import build_control_batch, iter_record_batches
+from groupstream.protocol.records.batch import build_control_batch
 from groupstream.protocol.records.batch_header import (
     CONTROL_BIT,
     TRANSACTIONAL_BIT,
-    BatchHeader,
     iter_batches,
     patch_base_offset,
 )
-from groupstream.protocol.records.record import ControlType, EndTxnMarker
+from groupstream.protocol.records.record import ControlType
 from groupstream.storage.checkpoint import (
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -49,9 +48,15 @@ from groupstream.storage.errors import (
     RecordTooLargeError,
     StaleMarkerError,
 )
-from groupstream.storage.fileio import datasync, fsync_directory, pread_upto
+from groupstream.storage.fileio import datasync, fsync_directory
 from groupstream.storage.holes import Hole
 from groupstream.storage.log_results import AppendInfo, ReadResult, stamp_log_append_time
+from groupstream.storage.log_transactions import (
+    TxnReplay,
+    note_marker,
+    restore_transaction_state,
+    segment_end,
+)
 from groupstream.storage.producer_state import (
     Accept,
     Duplicate,
@@ -67,12 +72,11 @@ from groupstream.storage.producer_state import (
 from groupstream.storage.recovery import RecoveryReport, load_segments
 from groupstream.storage.segment import BatchPlacement, Segment
 from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
+from groupstream.storage.timestamp_lookup import first_at_or_after, largest_timestamp
 from groupstream.storage.txn_index import (
     AbortedTxn,
     AbortedTxnIndex,
     append_entry,
-    encode_entry,
-    read_entries,
     write_entries,
 )
 
@@ -80,103 +84,6 @@ log = logging.getLogger("groupstream.storage")
 
 NO_TIMESTAMP = -1
 TXN_DATA_MASK = TRANSACTIONAL_BIT | CONTROL_BIT
-
-
-def read_marker(fd: int, position: int, h: BatchHeader) -> EndTxnMarker | None:
-    """The COMMIT/ABORT marker of the control batch at ``position`` (None for other control records or
-    records that cannot be decoded: such a batch ends no transaction)."""
-    try:
-        raw = pread_upto(fd, h.size, position)
-        return next(iter_record_batches(raw, check_crc=False)).control_marker()
-    except (PeerProtocolError, StopIteration, OSError):
-        return None
-
-
-class _TxnReplay:
-    """Rebuilds producer state and the aborted-transaction index from the batches of the log, in order."""
-
-    def __init__(self, state: ProducerStateManager, index: AbortedTxnIndex) -> None:
-        self.state = state
-        self.index = index
-
-    def __call__(self, fd: int, position: int, h: BatchHeader) -> None:
-        if not h.is_control:
-            self.state.observe(h)
-            return
-        marker = read_marker(fd, position, h) if h.producer_id >= 0 else None
-        if marker is None:
-            self.state.observe(h)
-            return
-        note_marker(self.state, self.index, h.producer_id, h.producer_epoch, marker.coordinator_epoch,
-                    marker.control_type == ControlType.COMMIT, h.base_offset, h.max_timestamp)  # fmt: skip
-
-
-def note_marker(
-    state: ProducerStateManager,
-    index: AbortedTxnIndex,
-    producer_id: int,
-    epoch: int,
-    coordinator_epoch: int,
-    commit: bool,
-    offset: int,
-    timestamp: int,
-) -> AbortedTxn | None:
-    """Apply a marker at ``offset`` to the producer state; an aborted transaction is indexed and returned."""
-    done = state.complete_txn(producer_id, epoch, coordinator_epoch, commit, offset, timestamp)
-    if done is None or not done.aborted:
-        return None
-    first_open = state.first_unstable_offset()
-    entry = AbortedTxn(producer_id, done.first_offset, offset, offset + 1 if first_open is None else first_open)
-    index.add(entry)
-    return entry
-
-
-def _segment_end(segments: list[Segment], i: int) -> int | None:
-    return segments[i + 1].base_offset if i + 1 < len(segments) else None
-
-
-def _load_txn_files(segments: list[Segment], expected: int) -> AbortedTxnIndex | str:
-    """The index from the segments' .txnindex files, or why they are not trusted (they must hold exactly the
-    ``expected`` entries the clean close's snapshot counted, each file well-formed and inside its segment)."""
-    if expected < 0:
-        return "the snapshot predates transactions"
-    entries: list[AbortedTxn] = []
-    for i, seg in enumerate(segments):
-        got = read_entries(seg.txn_index_path, seg.base_offset, _segment_end(segments, i))
-        if isinstance(got, str):
-            return f"{seg.txn_index_path.name}: {got}"
-        entries.extend(got)
-    if len(entries) != expected:
-        return f"the files hold {len(entries)} entries, the snapshot counted {expected}"
-    return AbortedTxnIndex(entries)
-
-
-def _write_txn_files(segments: list[Segment], index: AbortedTxnIndex, report: RecoveryReport) -> set[int]:
-    """Make every segment's .txnindex match the rebuilt index (not synced here: the clean close syncs them
-    before its snapshot counts them); returns the segments written, and -1 if the disk refused one (the
-    next open then rebuilds them again)."""
-    written: set[int] = set()
-    for i, seg in enumerate(segments):
-        entries = index.in_range(seg.base_offset, _segment_end(segments, i))
-        wanted = b"".join(encode_entry(e) for e in entries)
-        try:
-            found: bytes | None = seg.txn_index_path.read_bytes()
-        except OSError:
-            found = None
-        if found == wanted or (found is None and not entries):
-            written.add(seg.base_offset)  # right already (after a crash, maybe only in the page cache)
-            continue
-        try:
-            write_entries(seg.txn_index_path, entries)
-            written.add(seg.base_offset)
-        except OSError as exc:
-            report.events.append(f"cannot rewrite {seg.txn_index_path.name}: {exc.strerror or exc}")
-            written.add(-1)
-            continue
-        why = "it was missing" if found is None else "it did not match the log"
-        report.events.append(f"rebuilt {seg.txn_index_path.name} from the log's transaction markers "
-                             f"({len(entries)} aborted transactions): {why}")  # fmt: skip
-    return written
 
 
 class PartitionLog:
@@ -237,36 +144,14 @@ class PartitionLog:
             clean=clean,
             recovery_point=recovery_point,
             empty_base=saved_start,
-            on_batch=None if clean else _TxnReplay(state, aborted),
+            on_batch=None if clean else TxnReplay(state, aborted),
         )
         report.removed_files.extend(swapped)
         log_end = segments[-1].next_offset
         log_start = min(max(saved_start, segments[0].base_offset), log_end)
-        rewrite_txn_files = True
-        txn_files_written: set[int] = set()
-        if not clean:
-            report.producer_state = "scanned with the log's recovery"
-        else:
-            why = snapshot if isinstance(snapshot, str) else None
-            if not isinstance(snapshot, str):
-                if snapshot.log_end_offset != log_end:
-                    why = f"the snapshot was taken at offset {snapshot.log_end_offset}, not {log_end}"
-                else:
-                    loaded = _load_txn_files(segments, snapshot.aborted_entries)
-                    if isinstance(loaded, str):
-                        why = f"the aborted-transaction index is not trusted ({loaded})"
-                    else:
-                        state, aborted, rewrite_txn_files = snapshot.state, loaded, False
-                        report.producer_state = "snapshot"
-            if why is not None:
-                report.producer_state = f"scanned: {why}"
-                replay = _TxnReplay(state, aborted)
-                for seg in segments:
-                    for pos, h in seg.iter_batches():
-                        replay(seg.log_fd, pos, h)
-        state.truncate_head(log_start)
-        if rewrite_txn_files:
-            txn_files_written = _write_txn_files(segments, aborted, report)
+        state, aborted, txn_files_written = restore_transaction_state(
+            segments, snapshot if clean else None, log_start, report, state, aborted
+        )
         flushed = log_end if clean else min(recovery_point, log_end)
         remove_snapshot(path)  # made durable with the marker's removal, which syncs the directory
         remove_clean_marker(path)
@@ -591,51 +476,14 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or above the log start whose timestamp is at least
-        ``timestamp``, as Kafka answers ListOffsets: the time index finds the batch, then the batch's records
-        are read to find the record (under LogAppendTime every record carries the batch's max timestamp)."""
+        ``timestamp``, as Kafka answers ListOffsets (see `timestamp_lookup.first_at_or_after`)."""
         self._check_open()
-        start = self._log_start
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.max_timestamp < timestamp:
-                continue
-            hint = seg.time_index.lookup(timestamp)
-            from_offset = start if hint is None else max(hint, start)
-            # A damaged range on the way raises: the answer may lie in it.
-            for batch_pos, h in seg.batches_from(from_offset):
-                if h.last_offset < start or h.max_timestamp < timestamp:
-                    continue
-                if h.timestamp_type == 1:  # LogAppendTime: every record has the batch's timestamp
-                    return max(h.base_offset, start), h.max_timestamp
-                try:
-                    raw = pread_upto(seg.log_fd, h.size, batch_pos)
-                    records = next(iter_record_batches(raw, check_crc=False)).records()
-                except PeerProtocolError:  # records we cannot decode: answer for the batch as a whole
-                    return max(h.base_offset, start), h.max_timestamp
-                for record in records:
-                    if record.offset >= start and record.timestamp >= timestamp:
-                        return record.offset, record.timestamp
-        return None
+        return first_at_or_after(self._segments, self._log_start, timestamp)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """ListOffsets MAX_TIMESTAMP: ``(offset, timestamp)`` of the first batch at or above the log start
-        holding the largest timestamp; the offset is that batch's last offset (batch granularity, like
-        the offsets Kafka's time index records)."""
+        """ListOffsets MAX_TIMESTAMP (see `timestamp_lookup.largest_timestamp`)."""
         self._check_open()
-        start = self._log_start
-        best: tuple[int, int] | None = None
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.max_timestamp < 0:
-                continue
-            if best is not None and seg.max_timestamp <= best[1]:
-                continue
-            if seg.offset_of_max_timestamp >= start:
-                best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-                continue
-            # The segment's maximum lies below the log start: find the maximum of what remains.
-            for _, h in seg.batches_from(start):
-                if h.last_offset >= start and (best is None or h.max_timestamp > best[1]):
-                    best = (h.last_offset, h.max_timestamp)
-        return best
+        return largest_timestamp(self._segments, self._log_start)
 
     # -- retention ---------------------------------------------------------------------------------------
 
@@ -853,7 +701,7 @@ class PartitionLog:
         state = self.producer_state
         state.clear()
         self.aborted_index.clear()
-        replay = _TxnReplay(state, self.aborted_index)
+        replay = TxnReplay(state, self.aborted_index)
         for seg in self._segments:
             for pos, h in seg.iter_batches():
                 replay(seg.log_fd, pos, h)
@@ -863,7 +711,7 @@ class PartitionLog:
     def _rewrite_txn_file(self, i: int) -> None:
         seg = self._segments[i]
         try:
-            write_entries(seg.txn_index_path, self.aborted_index.in_range(seg.base_offset, _segment_end(self._segments, i)))
+            write_entries(seg.txn_index_path, self.aborted_index.in_range(seg.base_offset, segment_end(self._segments, i)))
             self._txn_files_dirty.add(seg.base_offset)
         except OSError as exc:
             log.warning("%s: cannot rewrite %s (%s); the next start rebuilds it", self.name, seg.txn_index_path.name,
