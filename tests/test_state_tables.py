@@ -16,7 +16,7 @@ import pytest
 from groupstream.client.consumer.classic_member_state import CLASSIC_MEMBER_STATES
 from groupstream.client.consumer.member_state import MEMBER_STATES
 from groupstream.client.net.node_connection import CONNECTION_STATES
-from groupstream.client.producer.transactions import TRANSITIONS as PRODUCER_TXN_STATES
+from groupstream.client.producer.txn_rules import TRANSITIONS as PRODUCER_TXN_STATES
 from groupstream.coordinator.classic_group import GROUP_STATES
 from groupstream.coordinator.consumer_group import CONSUMER_GROUP_STATES
 from groupstream.region.operator_state import OPERATOR_STATES

@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from groupstream.client.producer.errors import TransactionAbortableError, TransactionFatalError
-from groupstream.client.producer.transactions import TRANSITIONS, TxnState, txn_error
+from groupstream.client.producer.txn_rules import TRANSITIONS, TxnState, txn_error
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.state_table import InvalidTransition
 

@@ -110,7 +110,7 @@ def prepare_transaction(producer: Producer, timeout: float | None = None) -> Pre
         raise TransactionStateError(
             "prepare_transaction(): this producer has no transactional.id (set it to use transactions)"
         )
-    from groupstream.client.producer.transactions import TxnState
+    from groupstream.client.producer.txn_rules import TxnState
 
     if txn.state is not TxnState.IN_TRANSACTION:
         raise TransactionStateError(

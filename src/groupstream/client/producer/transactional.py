@@ -19,7 +19,7 @@ from groupstream.client.producer.errors import (
     TransactionTimeoutError,
 )
 from groupstream.client.producer.lifecycle import Lifecycle
-from groupstream.client.producer.transactions import TransactionManager, _Offsets, offsets_of
+from groupstream.client.producer.transactions import TopicPartition, TransactionManager, _Offsets
 
 if TYPE_CHECKING:
     from groupstream.client.producer.prepared import PreparedTransaction
@@ -135,3 +135,31 @@ def _group_of(meta: Any) -> GroupMetadata:
         str(getattr(meta, "member_id", "")),
         getattr(meta, "group_instance_id", None),
     )
+
+
+def offsets_of(
+    offsets: Mapping[Any, Any] | Iterable[Any],
+) -> dict[TopicPartition, tuple[int, int, str | None]]:
+    """``send_offsets_to_transaction``'s offsets: a mapping ``{(topic, partition): offset}`` (the offset of the
+    next record to read, as ``commit`` takes), or TopicPartition objects with ``.offset`` (confluent-kafka's
+    ``consumer.position(...)`` style), or ``{TopicPartition: OffsetAndMetadata}``."""
+    out: dict[TopicPartition, tuple[int, int, str | None]] = {}
+    items: Iterable[tuple[Any, Any]]
+    items = offsets.items() if isinstance(offsets, Mapping) else ((tp, None) for tp in offsets)
+    for key, value in items:
+        if isinstance(key, tuple):
+            topic, partition = key[0], key[1]
+        else:
+            topic, partition = key.topic, key.partition
+        offset: Any = value if value is not None else getattr(key, "offset", None)
+        epoch, meta = -1, None
+        if offset is not None and not isinstance(offset, int):
+            epoch = getattr(offset, "leader_epoch", None) or -1
+            meta = getattr(offset, "metadata", None)
+            offset = offset.offset
+        if not isinstance(offset, int) or offset < 0:
+            raise TransactionStateError(
+                f"send_offsets_to_transaction: no valid offset for {topic}-{partition}: {offset!r}"
+            )
+        out[(str(topic), int(partition))] = (offset, epoch, meta)
+    return out

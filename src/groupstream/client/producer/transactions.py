@@ -27,10 +27,9 @@ the sender fail every queued batch). Coordinator moves and CONCURRENT_TRANSACTIO
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from groupstream.client.consumer.coordinator_locator import COORDINATOR_NODE_BASE
@@ -47,9 +46,17 @@ from groupstream.client.producer.errors import (
     TransactionStateError,
 )
 from groupstream.client.producer.idempotence import IdempotenceManager
-from groupstream.protocol.error_codes import ErrorCode, describe
+from groupstream.client.producer.txn_rules import (
+    BUMP_AFTER,
+    COORDINATOR_MOVED,
+    FATAL,
+    RETRY,
+    TRANSITIONS,
+    TxnState,
+    txn_error,
+)
+from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
-from groupstream.state_table import TransitionTable
 
 log = logging.getLogger("groupstream.client.producer")
 
@@ -66,52 +73,12 @@ _KEY_TXN = 1
 _KEY_GROUP = 0
 
 TopicPartition = tuple[str, int]
-
+S = TxnState
 E = ErrorCode
-_COORDINATOR_MOVED = frozenset(
-    {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.REQUEST_TIMED_OUT, E.NETWORK_EXCEPTION}
-)
-_RETRY = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS, E.UNKNOWN_TOPIC_OR_PARTITION,
-                    E.OPERATION_NOT_ATTEMPTED, E.NOT_ENOUGH_REPLICAS, E.UNKNOWN_LEADER_EPOCH})  # fmt: skip
-_FATAL = frozenset({E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    E.INVALID_TXN_STATE, E.TRANSACTION_COORDINATOR_FENCED, E.CLUSTER_AUTHORIZATION_FAILED,
-                    E.INVALID_TRANSACTION_TIMEOUT, E.UNSUPPORTED_VERSION, E.UNSUPPORTED_FOR_MESSAGE_FORMAT})  # fmt: skip
-_ABORTABLE = frozenset({E.TOPIC_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED, E.UNKNOWN_PRODUCER_ID,
-                        E.INVALID_PRODUCER_ID_MAPPING, E.TRANSACTION_ABORTABLE, E.UNKNOWN_MEMBER_ID,
-                        E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID, E.REBALANCE_IN_PROGRESS,
-                        E.INVALID_RECORD})  # fmt: skip
-_BUMP_AFTER = frozenset({E.UNKNOWN_PRODUCER_ID, E.INVALID_PRODUCER_ID_MAPPING})
+
 
 
 _ABORTED = TransactionAbortedError("the transaction was aborted before this record was sent")
-
-
-class TxnState(Enum):
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    COMMITTING = "COMMITTING_TRANSACTION"
-    ABORTING = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-
-S = TxnState
-TRANSITIONS: TransitionTable[TxnState] = TransitionTable.from_next(
-    "transactional producer",
-    TxnState,
-    {
-        S.UNINITIALIZED: frozenset({S.INITIALIZING, S.FATAL_ERROR}),
-        S.INITIALIZING: frozenset({S.READY, S.FATAL_ERROR}),
-        S.READY: frozenset({S.IN_TRANSACTION, S.FATAL_ERROR}),
-        S.IN_TRANSACTION: frozenset({S.COMMITTING, S.ABORTING, S.ABORTABLE_ERROR, S.FATAL_ERROR}),
-        S.COMMITTING: frozenset({S.READY, S.ABORTABLE_ERROR, S.FATAL_ERROR}),
-        S.ABORTING: frozenset({S.READY, S.INITIALIZING, S.FATAL_ERROR}),
-        S.ABORTABLE_ERROR: frozenset({S.ABORTING, S.FATAL_ERROR}),
-        S.FATAL_ERROR: frozenset({S.FATAL_ERROR}),
-    },
-)
 
 
 @dataclass
@@ -142,23 +109,6 @@ class _Txn:
     adding: set[TopicPartition] = field(default_factory=set)  # in the AddPartitionsToTxn in flight
     offsets_added: bool = False
     error: TransactionError | None = None  # what made it abortable
-
-
-def txn_error(code: int, what: str, detail: str | None = None) -> TransactionError:
-    """The typed error of a broker's code: fatal, abortable, or (anything else) fatal, as Java treats an
-    error it does not expect."""
-    name = _name(code)
-    text = f"{what}: {detail or describe(code)} ({name})"
-    if code in _ABORTABLE:
-        return TransactionAbortableError(f"{text}; abort the transaction", code)
-    return TransactionFatalError(f"{text}; the producer must be closed", code)
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"ERROR_{code}"
 
 
 class TransactionManager:
@@ -411,7 +361,7 @@ class TransactionManager:
         self._finding = None
         code, node = self._found(key, response)
         if node is None:
-            if code in _FATAL or code in (E.GROUP_AUTHORIZATION_FAILED,):
+            if code in FATAL or code in (E.GROUP_AUTHORIZATION_FAILED,):
                 what = (
                     f"the coordinator of transactional.id {key!r}"
                     if key_type == _KEY_TXN
@@ -598,11 +548,11 @@ class TransactionManager:
             self._attempts = 0
             self._finish(None)
             return
-        if worst in _COORDINATOR_MOVED:
+        if worst in COORDINATOR_MOVED:
             o.coordinator = None
             self._backoff(response.received_ms)
             return
-        if worst in _RETRY:
+        if worst in RETRY:
             self._backoff(response.received_ms)
             return
         err = txn_error(worst, f"TxnOffsetCommit for group {o.group.group_id!r}")
@@ -651,7 +601,7 @@ class TransactionManager:
 
     def _retry_or_fail(self, code: int, response: ClientResponse, what: str) -> None:
         self._in_flight = False
-        if code in _COORDINATOR_MOVED:
+        if code in COORDINATOR_MOVED:
             self._coordinator_lost(response.received_ms)
             return
         if code == E.CONCURRENT_TRANSACTIONS:
@@ -659,15 +609,15 @@ class TransactionManager:
             # short fixed backoff (the Java client waits 20 ms for AddPartitionsToTxn), not retry.backoff.ms
             self._retry_at_ms = response.received_ms + _CONCURRENT_BACKOFF_MS
             return
-        if code in _RETRY:
+        if code in RETRY:
             self._backoff(response.received_ms)
             return
         err = txn_error(code, f"{what} for transactional.id {self.transactional_id!r}")
         if isinstance(err, TransactionAbortableError) and self.state in (S.IN_TRANSACTION, S.COMMITTING):
-            if code in _BUMP_AFTER:
+            if code in BUMP_AFTER:
                 self._idem.request_bump(err.args[0])
             self._abortable(err)
-        elif isinstance(err, TransactionAbortableError) and self.state is S.ABORTING and code in _BUMP_AFTER:
+        elif isinstance(err, TransactionAbortableError) and self.state is S.ABORTING and code in BUMP_AFTER:
             self._bump_after_abort = True  # the coordinator forgot the producer: a new epoch ends the abort
             self._txn = _Txn()
         else:
@@ -742,34 +692,6 @@ class TransactionManager:
     def fail_pending(self, error: BaseException) -> None:
         """The producer closes: the call waited on fails with ``error``."""
         self._finish(error)
-
-
-def offsets_of(
-    offsets: Mapping[Any, Any] | Iterable[Any],
-) -> dict[TopicPartition, tuple[int, int, str | None]]:
-    """``send_offsets_to_transaction``'s offsets: a mapping ``{(topic, partition): offset}`` (the offset of the
-    next record to read, as ``commit`` takes), or TopicPartition objects with ``.offset`` (confluent-kafka's
-    ``consumer.position(...)`` style), or ``{TopicPartition: OffsetAndMetadata}``."""
-    out: dict[TopicPartition, tuple[int, int, str | None]] = {}
-    items: Iterable[tuple[Any, Any]]
-    items = offsets.items() if isinstance(offsets, Mapping) else ((tp, None) for tp in offsets)
-    for key, value in items:
-        if isinstance(key, tuple):
-            topic, partition = key[0], key[1]
-        else:
-            topic, partition = key.topic, key.partition
-        offset: Any = value if value is not None else getattr(key, "offset", None)
-        epoch, meta = -1, None
-        if offset is not None and not isinstance(offset, int):
-            epoch = getattr(offset, "leader_epoch", None) or -1
-            meta = getattr(offset, "metadata", None)
-            offset = offset.offset
-        if not isinstance(offset, int) or offset < 0:
-            raise TransactionStateError(
-                f"send_offsets_to_transaction: no valid offset for {topic}-{partition}: {offset!r}"
-            )
-        out[(str(topic), int(partition))] = (offset, epoch, meta)
-    return out
 
 
 def _copy(src: Future[None], dst: Future[None]) -> None:
