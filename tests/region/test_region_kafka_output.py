@@ -10,7 +10,6 @@ import os
 import subprocess
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from groupstream import Consumer
 from groupstream.client.admin import Admin, NewTopic
 from support.brokers import BrokerProcess, groupstream_command
 from support.feed import Feed
+from support.read_committed import assert_exactly_once, read_committed_confluent
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours, pytest.mark.slow]
@@ -56,37 +56,6 @@ class Reader:
     def read(self) -> int:
         self.values.extend(r.value for r in self.c.poll(0.3))
         return len(self.values)
-
-
-def _confluent_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    import confluent_kafka as ck
-
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"rk-ck-{uuid.uuid4().hex[:6]}",
-                     "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
-    got: list[bytes] = []
-    try:
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(OUT_PARTITIONS)])
-
-        def read() -> bool:
-            got.extend(m.value() for m in c.consume(10_000, 0.3) if m.error() is None)
-            return len(got) >= expected
-
-        wait_until(read, 60, f"confluent-kafka read_committed to read {expected} records", interval_s=0)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            got.extend(m.value() for m in c.consume(10_000, 0.2) if m.error() is None)
-    finally:
-        c.close()
-    return got
-
-
-def _exactly_once(got: list[bytes], expected: list[bytes]) -> None:
-    counts = Counter(got)
-    doubled = sorted(v for v, n in counts.items() if n > 1)
-    assert not doubled, f"{len(doubled)} records twice, e.g. {doubled[:5]}"
-    missing = sorted(set(expected) - set(counts))
-    assert not missing, f"{len(missing)} records missing, e.g. {missing[:5]}"
-    assert sorted(got) == sorted(expected)
 
 
 def test_two_operators_write_a_topic_exactly_once_through_a_kill(
@@ -150,8 +119,8 @@ def test_two_operators_write_a_topic_exactly_once_through_a_kill(
                 p.proc.wait(60)
             except subprocess.TimeoutExpired:
                 p.proc.kill()
-    _exactly_once(reader.values, feed.values())
-    _exactly_once(_confluent_committed(bs, out, feed.produced), feed.values())
+    assert_exactly_once(reader.values, feed.values())
+    assert_exactly_once(read_committed_confluent(bs, out, OUT_PARTITIONS, feed.produced, 60), feed.values())
     with Admin({"bootstrap.servers": bs}) as admin:
         mine = [t for t in admin.list_transactions() if t.transactional_id.startswith(f"groupstream-region-{region}-")]
     assert mine, "the operators wrote no transactions"

@@ -12,16 +12,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spark_kit import fill, new_topic
 
-from groupstream import Consumer
 from groupstream.client.admin import Admin
 from support.brokers import BrokerProcess
+from support.read_committed import assert_exactly_once, read_committed_confluent, read_committed_ours
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
@@ -45,59 +44,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 def _wait_started(proc: subprocess.Popen[bytes], log: Path, before: int) -> None:
     wait_until(lambda: proc.poll() is not None or log.read_text(errors="replace").count("query started") > before,
                90, "the driver to start its query", 0.2)  # fmt: skip
-
-
-def _read_committed_ours(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-{time.monotonic_ns()}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
-    got: list[bytes] = []
-    try:
-        c.assign([(topic, p) for p in range(partitions)], offsets={(topic, p): 0 for p in range(partitions)})
-
-        def read() -> bool:
-            got.extend(r.value for r in c.poll(0.5))
-            return len(got) >= expected
-
-        wait_until(read, 120, f"our read_committed consumer to read {expected} records", interval_s=0)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            got.extend(r.value for r in c.poll(0.2))
-    finally:
-        c.close()
-    return got
-
-
-def _read_committed_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    import confluent_kafka as ck
-
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-ck-{time.monotonic_ns()}",
-                     "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
-    got: list[bytes] = []
-    try:
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-
-        def read() -> bool:
-            for m in c.consume(10_000, 0.5):
-                assert m.error() is None, m.error()
-                got.append(m.value())
-            return len(got) >= expected
-
-        wait_until(read, 120, f"confluent-kafka read_committed to read {expected} records", interval_s=0)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            got.extend(m.value() for m in c.consume(10_000, 0.2) if m.error() is None)
-    finally:
-        c.close()
-    return got
-
-
-def _exactly_once(got: list[bytes], expected: set[bytes]) -> None:
-    counts = Counter(got)
-    doubled = sorted(v for v, n in counts.items() if n > 1)
-    missing = sorted(expected - set(counts))
-    assert not doubled, f"{len(doubled)} records twice, e.g. {doubled[:5]}"
-    assert not missing, f"{len(missing)} records missing, e.g. {missing[:5]}"
-    assert set(counts) == expected
 
 
 def test_the_driver_killed_at_random_moments_writes_each_record_once(
@@ -129,8 +75,8 @@ def test_the_driver_killed_at_random_moments_writes_each_record_once(
         if proc.poll() is None:
             _kill_group(proc)
     expected = set(produced.values())
-    _exactly_once(_read_committed_ours(bs, out, 3, len(expected)), expected)
-    _exactly_once(_read_committed_confluent(bs, out, 3, len(expected)), expected)
+    assert_exactly_once(read_committed_ours(bs, out, 3, len(expected)), expected)
+    assert_exactly_once(read_committed_confluent(bs, out, 3, len(expected)), expected)
 
 
 def test_a_batch_write_is_committed_by_the_driver(spark: Any, broker: BrokerProcess) -> None:
@@ -144,7 +90,7 @@ def batch_write_commits_one_transaction_per_task(spark: Any, bs: str) -> None:
     prefix = f"eos-batch-{time.monotonic_ns()}"
     (df.write.format("groupstream").option("kafka.bootstrap.servers", bs).option("topic", out)
      .option("exactlyOnce", "true").option("transactionalIdPrefix", prefix).mode("append").save())  # fmt: skip
-    _exactly_once(_read_committed_ours(bs, out, 2, 500), {v for _, v in rows})
+    assert_exactly_once(read_committed_ours(bs, out, 2, 500), {v for _, v in rows})
     with Admin({"bootstrap.servers": bs}) as admin:
         mine = {t.transactional_id: t.state for t in admin.list_transactions() if t.transactional_id.startswith(prefix)}
     assert mine == {f"{prefix}-{p}": "CompleteCommit" for p in range(3)}  # one transaction per task, committed
