@@ -163,6 +163,47 @@ def test_a_replayed_batch_is_not_committed_twice(tmp_path: Path) -> None:
     assert sorted(deltalake.DeltaTable(str(table)).to_pyarrow_table().column("v").to_pylist()) == ["a", "b"]
 
 
+_WRITER = """
+import sys, time
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from groupstream.spark.delta_table import commit_files
+root, name, meet = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+for t in range({tables}):
+    table = root / f"t{{t}}"
+    table.mkdir(exist_ok=True)
+    f = table / f"part-{{name}}.parquet"
+    pq.write_table(pa.table({{"v": [f"{{name}}"]}}), f)
+    (meet / f"{{t}}-{{name}}").touch()  # every writer commits to the new table at once
+    while len(list(meet.glob(f"{{t}}-*"))) < {writers} and not (meet / "failed").exists():
+        time.sleep(0.001)
+    try:
+        assert commit_files(table, [f], f"writer-{{name}}", 0)
+    except BaseException:
+        (meet / "failed").touch()  # the others stop waiting for this writer
+        raise
+"""
+
+
+def test_writers_in_several_processes_commit_to_one_new_table(tmp_path: Path) -> None:
+    """Region members commit their own files to one table at the same time (issue 15's region ``--format delta``):
+    without the table's commit lock, two writers creating the table at once failed ("Metadata changed since last
+    commit", "Protocol changed since last commit") and the region member died with a traceback. Each round is a
+    new table, since that race is at the table's creation (without the lock, about half of the runs of one round failed)."""
+    writers, tables = 4, 6
+    (tmp_path / "meet").mkdir()
+    script = _WRITER.format(tables=tables, writers=writers)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(i), str(tmp_path / "meet")],
+                              stderr=subprocess.PIPE, text=True) for i in range(writers)]  # fmt: skip
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * writers, "\n".join(errors)
+    for t in range(tables):
+        table = tmp_path / f"t{t}"
+        values = deltalake.DeltaTable(str(table)).to_pyarrow_table().column("v").to_pylist()
+        assert sorted(values) == [str(i) for i in range(writers)], table
+        assert all(committed_version(table, f"writer-{i}") == 0 for i in range(writers))
+
+
 @pytest.mark.parametrize(
     ("sink", "error"),
     [

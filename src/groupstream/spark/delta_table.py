@@ -85,11 +85,32 @@ def _parquet_rows(path: Path) -> tuple[int, Any]:
     return int(meta.num_rows), pq.read_schema(path)
 
 
+@contextmanager
+def table_lock(table: Path) -> Iterator[None]:
+    """Holds the table's commit lock. Delta's optimistic commits refuse writers that create a table at the same
+    time (region members committing their first files: "Metadata changed since last commit", "Protocol changed
+    since last commit"), so every writer of a table checks its application version and commits under this one
+    lock, across processes (flock; not re-entrant, hence `_commit_unlocked` for holders)."""
+    table.mkdir(parents=True, exist_ok=True)
+    with (table / LOCK).open("a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def commit_files(table: Path, files: Sequence[Path], app_id: str, version: int) -> bool:
     """Commit ``files`` (Parquet files already inside ``table``) to its Delta log in one entry with the
     application transaction (``app_id``, ``version``), creating the table from the first file's schema if it
     does not exist. Returns False, committing nothing, when the log already holds ``version`` or a later one
-    for ``app_id``. An empty ``files`` commits only the transaction (when the table exists)."""
+    for ``app_id``. An empty ``files`` commits only the transaction (when the table exists). Takes the table's
+    lock, so writers in other processes may commit to the same table at the same time."""
+    with table_lock(table):
+        return _commit_unlocked(table, files, app_id, version)
+
+
+def _commit_unlocked(table: Path, files: Sequence[Path], app_id: str, version: int) -> bool:
     dl = _deltalake()
     from deltalake.transaction import AddAction, CommitProperties, Transaction
 
@@ -175,19 +196,9 @@ class DeltaRegionPublisher:
         self.table = Path(table)
         _deltalake()
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.table.mkdir(parents=True, exist_ok=True)
-        with (self.table / LOCK).open("a") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
     def catch_up(self) -> int:
         """Commit every ledger entry the Delta log does not hold yet; returns how many entries were committed."""
-        with self._locked():
+        with table_lock(self.table):
             done = committed_version(self.table, REGION_APP_ID) or 0
             ledger = self.table / LEDGER_DIR
             seqs = sorted(int(p.stem) for p in ledger.glob("*.json") if p.stem.isdigit() and int(p.stem) > done)
@@ -206,6 +217,6 @@ class DeltaRegionPublisher:
                 if missing:
                     raise DeltaSetupError(f"ledger entry {seq} of {self.table} lists files that are not in the "
                                           f"table: {', '.join(f.name for f in missing)}")  # fmt: skip
-                if commit_files(self.table, files, REGION_APP_ID, seq):
+                if _commit_unlocked(self.table, files, REGION_APP_ID, seq):
                     committed += 1
             return committed
