@@ -257,15 +257,18 @@ def test_offset_commits_and_fetches_check_the_member_epoch() -> None:
     assert set(h.commit({("t", 0): 7}, version=9).values()) == {E.NONE}  # empty: an admin reset may commit
 
 
-def test_classic_and_consumer_members_cannot_share_a_group_but_an_empty_group_changes_kind() -> None:
+def test_an_empty_group_changes_kind_and_a_classic_group_without_a_protocol_yet_is_not_converted() -> None:
     h = Harness()
     h.commit({("t", 0): 3})  # a simple consumer's commit makes an (empty) classic group
     a = Member(h, "a")
     assert a.join().error_code == E.NONE  # ... which becomes a consumer group, offsets kept
     assert h.shard.group(GROUP) is None and h.shard.committed_offset(GROUP, "t", 0).offset == 3
+    # A classic member may join the live consumer group (online migration, test_consumer_group_migration):
+    # a new dynamic one is first given its id, as Kafka does.
     token = h.join()
-    assert h.answer(token).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.answer(token).error_code == E.MEMBER_ID_REQUIRED
     assert h.heartbeat("x", 1) == E.UNKNOWN_MEMBER_ID
+    # A classic group still forming its first generation has no protocol to convert from.
     h2 = Harness()
     first = h2.answer(h2.join(""))
     assert h2.parked(h2.join(first.member_id))  # a classic member is joining

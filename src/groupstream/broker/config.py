@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groupstream.coordinator.config import PROPERTY_NAMES as GROUP_PROPERTY_NAMES
+from groupstream.coordinator.config import PROPERTY_NAMES as GROUP_NUMBER_PROPERTY_NAMES
+from groupstream.coordinator.config import STRING_PROPERTY_NAMES as GROUP_STRING_PROPERTY_NAMES
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.protocol.framing import DEFAULT_MAX_FRAME
 from groupstream.security.config import (
@@ -21,6 +22,8 @@ from groupstream.security.config import (
     parse_listeners,
     parse_protocol_map,
 )
+
+GROUP_PROPERTY_NAMES = frozenset(GROUP_NUMBER_PROPERTY_NAMES) | frozenset(GROUP_STRING_PROPERTY_NAMES)
 
 
 class ConfigError(ValueError):

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-__all__ = ["PROPERTY_NAMES", "GroupCoordinatorConfig"]
+__all__ = ["MIGRATION_POLICIES", "PROPERTY_NAMES", "GroupCoordinatorConfig"]
 
 _MINUTE_MS = 60_000
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+"""Kafka 4's ``group.consumer.migration.policy`` values: which way a live group may change protocol."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +44,26 @@ class GroupCoordinatorConfig:
     # members joining together (a fleet starting, a storm) share one computation; the joins in between get
     # the last target's epoch and their share at the first heartbeat after the interval. 0: at every change.
     consumer_assignment_interval_ms: int = 1_000
+    # Kafka 4 (KIP-848 online migration): a live classic group becomes a consumer group when a consumer
+    # member joins it (upgrade), and a consumer group whose last consumer member leaves becomes a classic
+    # group of its classic members (downgrade).
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
 
     def __post_init__(self) -> None:
+        if self.consumer_migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, "
+                             f"got {self.consumer_migration_policy!r}")  # fmt: skip
         for f in fields(self):
+            if f.name in _STRING_FIELDS:
+                continue
             value = getattr(self, f.name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{f.name} must be an integer, got {value!r}")
@@ -77,7 +96,10 @@ class GroupCoordinatorConfig:
     def from_properties(cls, props: Mapping[str, str | int]) -> GroupCoordinatorConfig:
         """Build from Kafka property names; names this coordinator does not use are ignored (they belong
         to other parts of the broker config)."""
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, int | str] = {}
+        for prop, attr in STRING_PROPERTY_NAMES.items():
+            if prop in props:
+                kwargs[attr] = str(props[prop]).strip().lower()  # Kafka parses the policy case-insensitively
         for prop, (attr, scale) in PROPERTY_NAMES.items():
             if prop in props:
                 raw = props[prop]
@@ -85,7 +107,7 @@ class GroupCoordinatorConfig:
                     kwargs[attr] = int(raw) * scale
                 except ValueError:
                     raise ValueError(f"{prop} must be an integer, got {raw!r}") from None
-        return cls(**kwargs)
+        return cls(**kwargs)  # type: ignore[arg-type]
 
 
 PROPERTY_NAMES: dict[str, tuple[str, int]] = {
@@ -104,3 +126,7 @@ PROPERTY_NAMES: dict[str, tuple[str, int]] = {
     "group.consumer.assignment.interval.ms": ("consumer_assignment_interval_ms", 1),
 }
 """Kafka property name -> (attribute, multiplier to milliseconds)."""
+
+STRING_PROPERTY_NAMES: dict[str, str] = {"group.consumer.migration.policy": "consumer_migration_policy"}
+"""Kafka property name -> attribute, for the settings that are words, not numbers."""
+_STRING_FIELDS = frozenset(STRING_PROPERTY_NAMES.values())

@@ -6,10 +6,10 @@
   that speak only DescribeGroups list its members and lag. Kafka 4 does not describe a consumer group there
   (KIP-1043: a Dead group before v6, GROUP_ID_NOT_FOUND "is not a classic group" from v6); tools written for
   it ask ConsumerGroupDescribe, which we answer alike (the group protocol's differential tests pin this).
-- A classic member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) asking for a consumer group id is refused:
-  JoinGroup with INCONSISTENT_GROUP_PROTOCOL, the others with UNKNOWN_MEMBER_ID. We do not convert a group
-  with members between the protocols (Kafka's online migration); an *empty* group of either kind becomes the
-  other kind when a member of that kind arrives, keeping its committed offsets.
+- Classic members of a consumer group (Kafka's online migration, see `migration` and `classic_members`) are
+  listed like the others; ConsumerGroupDescribe v1+ tells them apart by ``MemberType`` (0 classic, 1 consumer).
+  An empty classic group becomes a consumer group when a consumer member arrives, and an empty consumer group
+  a classic one when a classic member arrives, keeping its committed offsets.
 """
 
 from __future__ import annotations
@@ -19,14 +19,6 @@ from typing import Any
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView, has_topic_ids
-from groupstream.coordinator.responses import (
-    HEARTBEAT,
-    JOIN_GROUP,
-    LEAVE_GROUP,
-    heartbeat_response,
-    join_error,
-    sync_response,
-)
 from groupstream.protocol.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
@@ -36,24 +28,13 @@ from groupstream.protocol.consumer_protocol import (
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 
-__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "describe_groups_entry", "refuse_classic_member"]
+__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "describe_groups_entry"]
 
 E = ErrorCode
 CONSUMER_GROUP_DESCRIBE = by_name("ConsumerGroupDescribe")
 CONSUMER_GROUP_TYPE = "consumer"
 """Kafka's group type (ListGroups v5) and protocol type for KIP-848 groups."""
-_CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1: 0 classic, 1 consumer
-
-
-def refuse_classic_member(op: Op, req: ShardRequest) -> None:
-    if req.api_key == JOIN_GROUP.key:
-        op.respond(req.token, join_error(req.version, E.INCONSISTENT_GROUP_PROTOCOL, str(req.body.member_id)))
-    elif req.api_key == HEARTBEAT.key:
-        op.respond(req.token, heartbeat_response(E.UNKNOWN_MEMBER_ID))
-    elif req.api_key == LEAVE_GROUP.key:
-        op.respond(req.token, LEAVE_GROUP.Response(throttle_time_ms=0, error_code=int(E.UNKNOWN_MEMBER_ID), members=[]))
-    else:
-        op.respond(req.token, sync_response(req.version, E.UNKNOWN_MEMBER_ID))
+_CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 
 def _names(group: ConsumerGroup) -> dict[Any, str]:
@@ -146,7 +127,7 @@ class ConsumerGroupAdmin:
                     subscribed_topic_regex=m.metadata.subscribed_regex or "",
                     assignment=_assignment(G, names, m.assignment.holds()),
                     target_assignment=_assignment(G, names, group.targets.get(m.member_id, frozenset())),
-                    member_type=_CONSUMER_MEMBER_TYPE,
+                    member_type=_CLASSIC_MEMBER_TYPE if m.metadata.uses_classic_protocol else _CONSUMER_MEMBER_TYPE,
                 )
                 for m in sorted(group, key=lambda m: m.member_id)
             ]  # fmt: skip

@@ -35,6 +35,7 @@ from groupstream.coordinator.consumer_records import (
     target_member_record,
 )
 from groupstream.coordinator.context import Op
+from groupstream.coordinator.migration import Refused, upgrade
 from groupstream.coordinator.reconcile import MemberAssignment, MemberState, epochs_for, reconcile
 from groupstream.coordinator.records import group_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, is_catalog
@@ -46,6 +47,7 @@ from groupstream.coordinator.target_assignment import (
 )
 from groupstream.coordinator.timers import consumer_rebalance_key, consumer_session_key
 from groupstream.protocol.consumer_group_records import (
+    ClassicProtocol,
     MemberMetadataValue,
     PartitionMetadataValue,
     RegexValue,
@@ -55,11 +57,21 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 
-__all__ = ["CONSUMER_GROUP_HEARTBEAT", "ConsumerMembership", "HeartbeatRefused"]
+__all__ = ["CONSUMER_GROUP_HEARTBEAT", "ClassicJoin", "ConsumerMembership", "HeartbeatRefused"]
 
 E = ErrorCode
 CONSUMER_GROUP_HEARTBEAT = by_name("ConsumerGroupHeartbeat")
 _CLIENT_GENERATED_MEMBER_ID_FROM = 1  # KIP-1082: from v1 the client names itself
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicJoin:
+    """A classic member's JoinGroup, run as a heartbeat (`classic_members`): what its metadata record keeps
+    of it (ClassicMemberMetadata), and whether it is a static member's new process taking its id's place."""
+
+    protocols: tuple[ClassicProtocol, ...]
+    session_timeout_ms: int
+    replaces_static: bool = False
 
 
 class HeartbeatRefused(Exception):
@@ -317,7 +329,14 @@ class ConsumerMembership:
             heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms, assignment=None))  # fmt: skip
         return True
 
-    def _heartbeat(self, op: Op, req: ShardRequest, topics: TopicCatalogView, found: Any) -> Any:
+    def classic_join(self, op: Op, req: ShardRequest, topics: TopicCatalogView, group: ConsumerGroup,
+                     classic: ClassicJoin) -> Any:  # fmt: skip
+        """A classic member's JoinGroup to a consumer group, ``req.body`` shaped as a joining heartbeat."""
+        return self._heartbeat(op, req, topics, group, classic)
+
+    def _heartbeat(
+        self, op: Op, req: ShardRequest, topics: TopicCatalogView, found: Any, classic: ClassicJoin | None = None
+    ) -> Any:
         body = req.body
         cfg = op.ctx.config
         group_id, member_id, epoch = str(body.group_id), str(body.member_id), int(body.member_epoch)
@@ -327,13 +346,21 @@ class ConsumerMembership:
         if isinstance(found, ConsumerGroup):
             group = found
         else:
-            if found is not None and not found.is_empty():
+            live = found is not None and not found.is_empty()
+            if live and epoch != 0:
                 raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if epoch != 0:
                 raise HeartbeatRefused(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-            if found is not None:
-                records.append(group_tombstone(group_id))  # an empty classic group becomes a consumer group
-            group = ConsumerGroup(group_id)  # replaying the records registers it
+            if live:
+                converted = upgrade(op, found, topics)  # a live classic group (online upgrade, `migration`)
+                if isinstance(converted, Refused):
+                    raise HeartbeatRefused(converted.code, converted.message)
+                group, conversion = converted
+                records.extend(conversion)
+            else:
+                if found is not None:
+                    records.append(group_tombstone(group_id))  # an empty classic group becomes a consumer group
+                group = ConsumerGroup(group_id)  # replaying the records registers it
         if len(group.members) >= cfg.consumer_max_size and member_id not in group.members:
             raise HeartbeatRefused(
                 E.GROUP_MAX_SIZE_REACHED,
@@ -355,7 +382,7 @@ class ConsumerMembership:
             member = group.members.get(member_id)
             if epoch == 0:
                 if existing is not None and existing.member_id != member_id:
-                    if existing.epoch != STATIC_LEAVE_EPOCH:
+                    if existing.epoch != STATIC_LEAVE_EPOCH and (classic is None or not classic.replaces_static):
                         raise HeartbeatRefused(
                             E.UNRELEASED_INSTANCE_ID,
                             f"Static member {member_id} with instance id {instance_id} cannot join the group because "
@@ -408,6 +435,9 @@ class ConsumerMembership:
             subscribed_regex=(regex or None) if regex is not None else None if epoch == 0 else old.subscribed_regex,
             rebalance_timeout_ms=body.rebalance_timeout_ms if body.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
             server_assignor=body.server_assignor if body.server_assignor is not None else old.server_assignor,
+            # A classic member's JoinGroup states its protocols and session; a consumer heartbeat has none.
+            classic_protocols=None if classic is None else classic.protocols,
+            classic_session_timeout_ms=-1 if classic is None else classic.session_timeout_ms,
         )
         if is_new or md != old:
             records.append(member_metadata_record(group_id, member_id, md))
@@ -469,7 +499,8 @@ class ConsumerMembership:
                 op.schedule(rebalance_key, max(md.rebalance_timeout_ms, 0))
         else:
             op.cancel(rebalance_key)
-        op.schedule(consumer_session_key(group_id, member_id), cfg.consumer_session_timeout_ms)
+        op.schedule(consumer_session_key(group_id, member_id),
+                    cfg.consumer_session_timeout_ms if classic is None else classic.session_timeout_ms)  # fmt: skip
         for record in records:
             op.write(record)
 
@@ -602,7 +633,9 @@ class ConsumerMembership:
         session_ms = op.ctx.config.consumer_session_timeout_ms
         for member_id in sorted(group.members):
             member = group.members[member_id]
-            op.schedule(consumer_session_key(group.group_id, member_id), session_ms)
+            md = member.metadata
+            op.schedule(consumer_session_key(group.group_id, member_id),
+                        md.classic_session_timeout_ms if md.uses_classic_protocol else session_ms)  # fmt: skip
             revoking = member.assignment.state is MemberState.UNREVOKED_PARTITIONS
             if revoking and member.epoch != STATIC_LEAVE_EPOCH:
                 rebalance_ms = max(member.metadata.rebalance_timeout_ms, 0)

@@ -32,11 +32,16 @@ from types import MappingProxyType
 
 from groupstream.coordinator.admin import GroupAdmin
 from groupstream.coordinator.classic_group import ClassicGroup, GroupState
+from groupstream.coordinator.classic_members import ClassicMembers
 from groupstream.coordinator.config import GroupCoordinatorConfig
-from groupstream.coordinator.consumer_admin import ConsumerGroupAdmin, refuse_classic_member
+from groupstream.coordinator.consumer_admin import ConsumerGroupAdmin
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupSnapshot
 from groupstream.coordinator.consumer_membership import ConsumerMembership
-from groupstream.coordinator.consumer_records import is_consumer_group_record, replay_consumer_record
+from groupstream.coordinator.consumer_records import (
+    group_records_tombstones,
+    is_consumer_group_record,
+    replay_consumer_record,
+)
 from groupstream.coordinator.context import Op, ShardContext
 from groupstream.coordinator.membership import ClassicMembership
 from groupstream.coordinator.offset_handlers import OffsetHandlers
@@ -91,6 +96,7 @@ class GroupCoordinatorShard:
         self._ctx = ShardContext(partition, config, new_member_id)
         self._membership = ClassicMembership()
         self._consumer_membership = ConsumerMembership()
+        self._classic_members = ClassicMembers(self._consumer_membership)
         self._consumer_admin = ConsumerGroupAdmin()
         self._offsets = OffsetHandlers()
         self._admin = GroupAdmin()
@@ -189,8 +195,15 @@ class GroupCoordinatorShard:
     def handle(self, request: ShardRequest, now_ms: int, metadata: TopicsView) -> CoordinatorResult:
         op = Op(self._ctx, now_ms)
         key = request.api_key
-        if key in _CLASSIC_MEMBERSHIP_APIS and str(request.body.group_id) in self._ctx.consumer_groups:
-            refuse_classic_member(op, request)
+        consumer_group = self._ctx.consumer_groups.get(str(request.body.group_id)) if key in _CLASSIC_MEMBERSHIP_APIS else None
+        if consumer_group is not None and key == JOIN_GROUP and not consumer_group.members:
+            # An empty consumer group becomes a classic group when a classic member joins, as in Kafka.
+            for record in group_records_tombstones(consumer_group):
+                op.write(record)
+            self._membership.join(op, request)
+        elif consumer_group is not None:
+            # A classic member of a consumer group (online migration): served from the group's state.
+            self._classic_members.handle(op, request, consumer_group, metadata)
         elif key == CONSUMER_GROUP_HEARTBEAT:
             self._consumer_membership.heartbeat(op, request, metadata, self._any_group)
         elif key == CONSUMER_GROUP_DESCRIBE:

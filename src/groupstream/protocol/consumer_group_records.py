@@ -6,7 +6,7 @@ Record types (Kafka's numbering, so Kafka's own tools and lag exporters read our
 - 4 ConsumerGroupPartitionMetadata, key (group): topics the group subscribes to, their partition counts and
   racks, at the group epoch (Kafka 4.1+ replaced it by the hash, but still reads it);
 - 5 ConsumerGroupMemberMetadata, key (group, member): the member's subscription, instance id, rack, client
-  id and host, rebalance timeout, server assignor (tagged: a classic member's protocols);
+  id and host, rebalance timeout, server assignor (tagged: a classic member's session timeout and protocols);
 - 6 ConsumerGroupTargetAssignmentMetadata, key (group): the target assignment's epoch (tagged: timestamp);
 - 7 ConsumerGroupTargetAssignmentMember, key (group, member): the member's target partitions;
 - 8 ConsumerGroupCurrentMemberAssignment, key (group, member): the member's epoch, previous epoch, state,
@@ -118,6 +118,14 @@ class MemberMetadataValue:
     rebalance_timeout_ms: int
     server_assignor: str | None
     classic_protocols: tuple[ClassicProtocol, ...] | None = None
+    # ClassicMemberMetadata.SessionTimeoutMs: a classic member's session timeout (from its JoinGroup), which
+    # its session in a consumer group keeps (meaningful only with ``classic_protocols``).
+    classic_session_timeout_ms: int = -1
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """A classic (JoinGroup/SyncGroup) member of a consumer group (Kafka's online migration)."""
+        return self.classic_protocols is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,7 @@ _MEMBER_VALUE = _value(
     Field("server_assignor", "string", nullable="0+"),
     Field("classic_member_metadata", Struct(
         "ClassicMemberMetadata",
+        Field("session_timeout_ms", "int32"),
         Field("supported_protocols", Array(Struct("ClassicProtocol", Field("name", "string"),
                                                   Field("metadata", "bytes")))),
     ), nullable="0+", tag=0, tagged="0+", default=NULL, ignorable=True),
@@ -255,6 +264,7 @@ def _member_value_to_wire(v: MemberMetadataValue) -> Any:
     classic = None
     if v.classic_protocols is not None:
         classic = T.ClassicMemberMetadata(
+            session_timeout_ms=v.classic_session_timeout_ms,
             supported_protocols=[T.ClassicMemberMetadata.ClassicProtocol(name=p.name, metadata=p.metadata)
                                  for p in v.classic_protocols])  # fmt: skip
     return T(instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
@@ -269,7 +279,8 @@ def _member_value_from_wire(m: Any) -> MemberMetadataValue:
         ClassicProtocol(str(p.name), bytes(p.metadata)) for p in classic.supported_protocols)  # fmt: skip
     return MemberMetadataValue(m.instance_id, m.rack_id, str(m.client_id), str(m.client_host),
                                tuple(m.subscribed_topic_names), m.subscribed_topic_regex,
-                               int(m.rebalance_timeout_ms), m.server_assignor, protocols)  # fmt: skip
+                               int(m.rebalance_timeout_ms), m.server_assignor, protocols,
+                               -1 if classic is None else int(classic.session_timeout_ms))  # fmt: skip
 
 
 def _partition_value_to_wire(v: PartitionMetadataValue) -> Any:

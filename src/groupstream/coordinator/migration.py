@@ -1,0 +1,145 @@
+"""Online migration of a live group between the classic and the ``consumer`` (KIP-848) protocols (Kafka 4).
+
+Upgrade: a ``consumer``-protocol member's first ConsumerGroupHeartbeat to a classic group that has members
+converts it, when ``group.consumer.migration.policy`` allows (``bidirectional``, ``upgrade``), the group uses
+the ``consumer`` embedded protocol and it is not larger than ``group.consumer.max.size``. Otherwise the
+heartbeat is refused with GROUP_ID_NOT_FOUND, as Kafka does. The conversion is written as records, in
+Kafka's order: the classic group's tombstone, then each member's metadata, the group epoch (the classic
+generation), each member's target (what it holds), the target epoch, and each member's current assignment
+(at the generation, Stable). Replay builds the consumer group from them, so a restart finds the same group.
+Every classic member stays a member and carries ClassicMemberMetadata (its session timeout and the protocols
+of its JoinGroup): its subscription is its JoinGroup metadata, its assignment the classic group's last one.
+Offsets are keyed by group id and stay; static members keep their instance ids.
+
+The joining member's heartbeat then runs on the converted group (bumping the group epoch, so the server
+assignor computes a target for everyone); the classic members learn of it through their next Heartbeat
+(REBALANCE_IN_PROGRESS) and rejoin (`classic_members`). Requests the classic group held parked (a rebalance
+in flight) are answered REBALANCE_IN_PROGRESS so that those members rejoin the new group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from groupstream.coordinator.classic_group import ClassicGroup
+from groupstream.coordinator.consumer_group import ConsumerGroup
+from groupstream.coordinator.consumer_records import (
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    replay_consumer_record,
+    target_epoch_record,
+    target_member_record,
+)
+from groupstream.coordinator.context import Op
+from groupstream.coordinator.reconcile import MemberAssignment, MemberState
+from groupstream.coordinator.records import group_tombstone
+from groupstream.coordinator.request import TopicCatalogView
+from groupstream.coordinator.responses import join_error, sync_response
+from groupstream.coordinator.result import CoordinatorRecord
+from groupstream.coordinator.timers import (
+    consumer_session_key,
+    heartbeat_key,
+    join_key,
+    sync_key,
+    takeover_key,
+)
+from groupstream.protocol.consumer_group_records import ClassicProtocol, MemberMetadataValue
+from groupstream.protocol.consumer_protocol import decode_assignment, decode_subscription
+from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.errors import PeerProtocolError
+
+__all__ = ["Refused", "upgrade"]
+
+E = ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Why a classic group cannot be converted: the error and message the heartbeat answers."""
+
+    code: ErrorCode
+    message: str
+
+
+def _not_consumer(group_id: str) -> Refused:
+    return Refused(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+
+def upgrade(op: Op, classic: ClassicGroup, topics: TopicCatalogView) -> tuple[ConsumerGroup, list[CoordinatorRecord]] | Refused:
+    """The records converting ``classic`` to a consumer group, and the group they build (not registered:
+    the runtime's replay of the records does that), or why it cannot be converted. Answers the classic
+    group's parked requests and moves its members' sessions to consumer-group timers."""
+    group_id, cfg = classic.group_id, op.ctx.config
+    protocol = classic.protocol_name
+    if not cfg.upgrade_enabled or not classic.uses_consumer_protocol or protocol is None:
+        return _not_consumer(group_id)
+    if len(classic.members) >= cfg.consumer_max_size:  # the joining member must fit too
+        return _not_consumer(group_id)
+    generation = classic.generation
+    metadata: dict[str, MemberMetadataValue] = {}
+    assignments: dict[str, MemberAssignment] = {}
+    for member in classic.members.values():
+        try:
+            raw = member.metadata(protocol)
+            if raw is None:
+                raise PeerProtocolError("no metadata for the group's protocol")
+            sub = decode_subscription(raw)
+            given = decode_assignment(member.assignment) if member.assignment else None
+        except PeerProtocolError:
+            return Refused(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to consumer group "
+                                                 "because the embedded consumer protocol is malformed.")  # fmt: skip
+        if given is not None and given.user_data:
+            return Refused(E.UNSUPPORTED_VERSION, "userData from a custom assignor would be lost")
+        held = set()
+        for topic, partition in () if given is None else given.partitions:
+            tid = topics.topic_id(topic)
+            if tid is not None:
+                held.add((tid, partition))
+        metadata[member.member_id] = MemberMetadataValue(
+            instance_id=member.group_instance_id, rack_id=sub.rack_id, client_id=member.client_id,
+            client_host=member.client_host, subscribed_topics=tuple(sorted(set(sub.topics))), subscribed_regex=None,
+            rebalance_timeout_ms=member.rebalance_timeout_ms, server_assignor=None,
+            classic_protocols=tuple(ClassicProtocol(p.name, p.metadata) for p in member.protocols),
+            classic_session_timeout_ms=member.session_timeout_ms,
+        )  # fmt: skip
+        assignments[member.member_id] = MemberAssignment(member.member_id, generation, generation, MemberState.STABLE,
+                                                         frozenset(held))  # fmt: skip
+
+    records = [group_tombstone(group_id)]
+    records.extend(member_metadata_record(group_id, mid, md) for mid, md in metadata.items())
+    records.append(group_epoch_record(group_id, generation, op.now_ms))
+    records.extend(target_member_record(group_id, mid, a.assigned) for mid, a in assignments.items())
+    records.append(target_epoch_record(group_id, generation, op.now_ms))
+    records.extend(current_assignment_record(group_id, a) for a in assignments.values())
+    converted = ConsumerGroup(group_id)
+    for record in records[1:]:
+        replay_consumer_record(record, lambda _gid, _create: converted, lambda _gid: None)
+
+    _end_classic_session(op, classic)
+    for mid, md in metadata.items():
+        op.schedule(consumer_session_key(group_id, mid), md.classic_session_timeout_ms)
+    return converted, records
+
+
+def _end_classic_session(op: Op, classic: ClassicGroup) -> None:
+    """Answer what the classic group holds parked (its members rejoin the consumer group) and cancel its
+    timers, as Kafka completes the join and sync futures with REBALANCE_IN_PROGRESS."""
+    group_id = classic.group_id
+    for member in classic.members.values():
+        if member.awaiting_join is not None:
+            op.respond(member.awaiting_join.token, join_error(member.awaiting_join.version, E.REBALANCE_IN_PROGRESS,
+                                                              member.member_id))  # fmt: skip
+            member.awaiting_join = None
+        if member.awaiting_sync is not None:
+            op.respond(member.awaiting_sync.token, sync_response(member.awaiting_sync.version, E.REBALANCE_IN_PROGRESS))
+            member.awaiting_sync = None
+        op.cancel(heartbeat_key(group_id, member.member_id))
+    for pending in sorted(classic.pending_join_members):
+        op.cancel(heartbeat_key(group_id, pending))
+    for key in [k for k in op.ctx.pending_takeovers if k[0] == group_id]:
+        taking = op.ctx.pending_takeovers.pop(key)
+        op.respond(taking.parked.token, join_error(taking.version, E.REBALANCE_IN_PROGRESS, taking.member_id))
+        op.cancel(takeover_key(group_id, key[1]))
+    op.cancel(join_key(group_id))
+    op.cancel(sync_key(group_id))

@@ -1,0 +1,289 @@
+"""Online migration between the classic and ``consumer`` protocols (Kafka 4, KIP-848), on one shard with a
+manual clock: a consumer member converts a live classic group, the classic members keep working through
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup served from the consumer group, and the conversion replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from consumer_group_kit import Member
+from coordinator_harness import GROUP, Harness, subscription, topic_id
+
+from groupstream.coordinator.config import GroupCoordinatorConfig
+from groupstream.coordinator.consumer_group import ConsumerGroup
+from groupstream.coordinator.reconcile import MemberState
+from groupstream.protocol.consumer_protocol import ConsumerAssignment, decode_assignment, encode_assignment
+from groupstream.protocol.error_codes import ErrorCode
+
+E = ErrorCode
+PROTOCOL = "cooperative-sticky"
+T4 = {("t", p) for p in range(4)}
+
+
+def _config(**kwargs: Any) -> GroupCoordinatorConfig:
+    return GroupCoordinatorConfig(consumer_assignment_interval_ms=0, initial_rebalance_delay_ms=0, **kwargs)
+
+
+class Classic:
+    """A cooperative classic consumer as confluent-kafka's cooperative-sticky one behaves: it joins with
+    what it owns in its subscription, takes what SyncGroup gives it (revoking the rest at once), rejoins
+    when a heartbeat says REBALANCE_IN_PROGRESS or when it had to revoke something."""
+
+    def __init__(self, h: Harness, name: str, *, instance_id: str | None = None, session: int = 10_000) -> None:
+        self.h, self.name, self.instance_id, self.session = h, name, instance_id, session
+        self.member_id = ""
+        self.generation = -1
+        self.owned: set[tuple[str, int]] = set()
+
+    def send_join(self) -> int:
+        return self.h.join(self.member_id, instance_id=self.instance_id, session=self.session, client_id=self.name,
+                           protocols=[(PROTOCOL, subscription("t", owned=self.owned))])  # fmt: skip
+
+    def took_join(self, answer: Any) -> Any:
+        if answer.error_code == E.MEMBER_ID_REQUIRED:
+            self.member_id = answer.member_id
+            return self.took_join(self.h.answer(self.send_join()))
+        if answer.error_code == E.NONE:
+            self.member_id, self.generation = answer.member_id, answer.generation_id
+        return answer
+
+    def join(self) -> Any:
+        return self.took_join(self.h.answer(self.send_join()))
+
+    def sync(self, assignments: dict[str, bytes] | None = None) -> Any:
+        answer = self.h.answer(self.h.sync(self.member_id, self.generation, assignments, instance_id=self.instance_id,
+                                           version=5, protocol_type="consumer", protocol_name=PROTOCOL))  # fmt: skip
+        if answer.error_code == E.NONE:
+            given = set(decode_assignment(answer.assignment).partitions)
+            revoked = self.owned - given
+            self.owned = given
+            return answer, bool(revoked)
+        return answer, False
+
+    def beat(self) -> ErrorCode:
+        return self.h.heartbeat(self.member_id, self.generation, instance_id=self.instance_id)
+
+    def rebalance(self) -> None:
+        """Rejoin and sync until the coordinator has nothing more to say (cooperative: a revocation is
+        followed by another rejoin)."""
+        for _ in range(6):
+            assert self.join().error_code == E.NONE
+            answer, revoked = self.sync()
+            if answer.error_code == E.REBALANCE_IN_PROGRESS:
+                continue
+            assert answer.error_code == E.NONE, answer
+            if not revoked and self.beat() == E.NONE:
+                return
+        raise AssertionError(f"{self.name} did not settle")
+
+
+def classic_group(
+    h: Harness, *names: str, instance_ids: dict[str, str] | None = None, sessions: dict[str, int] | None = None
+) -> list[Classic]:
+    """A Stable classic group of ``names``: they join together, the first leads and splits t's partitions."""
+    members = [Classic(h, n, instance_id=(instance_ids or {}).get(n), session=(sessions or {}).get(n, 10_000)) for n in names]
+    for m in members:
+        if m.instance_id is None:
+            first = m.h.answer(m.send_join())
+            assert first.error_code == E.MEMBER_ID_REQUIRED
+            m.member_id = first.member_id
+    tokens = [m.send_join() for m in members]
+    h.advance(0)
+    for m, t in zip(members, tokens, strict=True):
+        assert m.took_join(h.answer(t)).error_code == E.NONE
+    split: dict[str, bytes] = {}
+    for i, m in enumerate(members):
+        mine = tuple(("t", p) for p in range(4) if p % len(members) == i)
+        split[m.member_id] = encode_assignment(ConsumerAssignment(mine))
+    for i, m in enumerate(members):
+        answer, _ = m.sync(split if i == 0 else None)
+        assert answer.error_code == E.NONE
+    group = h.shard.group(GROUP)
+    assert group is not None and group.state.value == "Stable"
+    return members
+
+
+def consumer_group(h: Harness) -> ConsumerGroup:
+    g = h.shard.consumer_group(GROUP)
+    assert g is not None
+    return g
+
+
+def no_two_owners(*holders: set[tuple[str, int]]) -> None:
+    seen: set[tuple[str, int]] = set()
+    for owned in holders:
+        assert not (owned & seen), f"two owners of {owned & seen}"
+        seen |= owned
+
+
+def test_a_consumer_member_converts_a_live_classic_group_and_the_conversion_replays() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b", instance_ids={"b": "ib"})
+    generation = a.generation
+    assert (a.owned, b.owned) == ({("t", 0), ("t", 2)}, {("t", 1), ("t", 3)})
+    h.commit({("t", 0): 11}, member_id=a.member_id, generation=generation)
+    c = Member(h, "c")
+    answer = c.join()
+    assert answer.error_code == E.NONE
+    assert h.shard.group(GROUP) is None  # the classic group is gone ...
+    g = consumer_group(h)  # ... and the consumer group holds everyone
+    assert set(g.members) == {a.member_id, b.member_id, "c"}
+    for m in (a, b):
+        member = g.members[m.member_id]
+        md = member.metadata
+        assert md.uses_classic_protocol and md.classic_session_timeout_ms == m.session
+        assert [p.name for p in md.classic_protocols or ()] == [PROTOCOL]
+        assert md.subscribed_topics == ("t",) and md.client_id == m.name
+        # still the classic group's assignment, at its generation, until the member rejoins
+        assert member.epoch == generation
+        assert member.assignment.assigned == {(topic_id(t), p) for t, p in m.owned}
+    assert g.static_member("ib") is g.members[b.member_id]  # static membership carries over
+    assert not g.members["c"].metadata.uses_classic_protocol
+    assert g.epoch == generation + 1 and c.epoch == generation + 1
+    assert c.owned == set()  # everything is still held by the classic members
+    assert h.shard.committed_offset(GROUP, "t", 0).offset == 11
+    before = h.shard.durable_state()
+    h.restart()
+    assert h.shard.durable_state() == before
+
+
+def test_classic_members_learn_of_the_rebalance_revoke_and_the_group_converges() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b")
+    c = Member(h, "c")
+    c.join()
+    for m in (a, b):
+        assert m.beat() == E.REBALANCE_IN_PROGRESS
+    for _ in range(4):
+        for m in (a, b):
+            if m.beat() != E.NONE:
+                m.rebalance()
+            no_two_owners(a.owned, b.owned, c.owned)
+        c.beat()
+        no_two_owners(a.owned, b.owned, c.owned)
+    assert a.owned | b.owned | c.owned == T4
+    assert c.owned and a.owned and b.owned
+    g = consumer_group(h)
+    assert g.state.value == "Stable"
+    assert all(m.epoch == g.epoch for m in g)
+    assert a.beat() == E.NONE and b.beat() == E.NONE
+    before = h.shard.durable_state()
+    h.restart()
+    assert h.shard.durable_state() == before
+
+
+def test_a_revoking_classic_member_gets_only_what_it_keeps_until_it_rejoins() -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    assert a.owned == T4
+    c = Member(h, "c")
+    c.join()
+    assert a.beat() == E.REBALANCE_IN_PROGRESS
+    assert a.join().error_code == E.NONE
+    member = consumer_group(h).members[a.member_id]
+    assert member.assignment.state is MemberState.UNREVOKED_PARTITIONS
+    answer, revoked = a.sync()
+    assert answer.error_code == E.NONE and revoked and len(a.owned) == 2  # the other two are revoked
+    assert c.beat().error_code == E.NONE and c.owned == set()  # not before a rejoined without them
+    assert a.beat() == E.REBALANCE_IN_PROGRESS  # it still has to report the revocation
+    a.rebalance()
+    c.beat()
+    assert len(c.owned) == 2 and not (c.owned & a.owned)
+
+
+def test_classic_requests_to_a_consumer_group_are_validated_as_kafka_does() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b", instance_ids={"b": "ib"})
+    Member(h, "c").join()
+    assert h.heartbeat(a.member_id, a.generation + 5) == E.ILLEGAL_GENERATION
+    assert h.heartbeat("nobody", a.generation) == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat("c", 1) == E.UNKNOWN_MEMBER_ID  # a consumer-protocol member
+    assert h.heartbeat("other", b.generation, instance_id="ib") == E.FENCED_INSTANCE_ID
+    other = h.answer(h.join("", protocols=[("range", subscription("t"))]))
+    assert other.error_code == E.INCONSISTENT_GROUP_PROTOCOL  # not a protocol every classic member has
+    bad_type = h.answer(h.join("", protocol_type="connect", protocols=[(PROTOCOL, subscription("t"))]))
+    assert bad_type.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    first = h.answer(h.join("", protocols=[(PROTOCOL, subscription("t"))]))
+    assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
+    wrong_name = h.answer(h.sync(a.member_id, a.generation, version=5, protocol_type="consumer", protocol_name="range"))
+    assert wrong_name.error_code in (E.INCONSISTENT_GROUP_PROTOCOL, E.REBALANCE_IN_PROGRESS)
+    left = h.leave((a.member_id, None), ("ghost", None))
+    assert [m.error_code for m in left.members] == [E.NONE, E.UNKNOWN_MEMBER_ID]
+    assert a.member_id not in consumer_group(h).members
+
+
+def test_a_new_classic_member_joins_a_consumer_group_with_classic_members() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b")
+    c = Member(h, "c")
+    c.join()
+    d = Classic(h, "d")
+    d.rebalance()
+    members = (a, b, d)
+    for _ in range(5):
+        for m in members:
+            if m.beat() != E.NONE:
+                m.rebalance()
+            no_two_owners(a.owned, b.owned, c.owned, d.owned)
+        c.beat()
+    assert a.owned | b.owned | c.owned | d.owned == T4
+    assert all(m.owned for m in (a, b, c, d))
+
+
+def test_a_silent_classic_member_is_fenced_after_its_own_session_timeout() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b", sessions={"b": 7_000})
+    c = Member(h, "c")
+    c.join()
+    h.advance(6_000)
+    c.beat(), a.beat()
+    h.advance(1_500)  # past b's 7 s, within the others' 10 s and 45 s
+    assert b.member_id not in consumer_group(h).members and a.member_id in consumer_group(h).members
+
+
+def test_a_static_classic_member_restarting_takes_its_place() -> None:
+    h = Harness(config=_config())
+    _, b = classic_group(h, "a", "b", instance_ids={"b": "ib"})
+    Member(h, "c").join()
+    again = Classic(h, "b2", instance_id="ib")
+    again.owned = set()
+    assert again.join().error_code == E.NONE
+    g = consumer_group(h)
+    assert g.static_member("ib") is g.members[again.member_id] and b.member_id not in g.members
+
+
+@pytest.mark.parametrize("policy", ["downgrade", "disabled"])
+def test_the_policy_can_forbid_the_upgrade(policy: str) -> None:
+    h = Harness(config=_config(consumer_migration_policy=policy))
+    classic_group(h, "a")
+    answer = Member(h, "c").join()
+    assert (answer.error_code, answer.error_message) == (E.GROUP_ID_NOT_FOUND, f"Group {GROUP} is not a consumer group.")
+    assert h.shard.group(GROUP) is not None and h.shard.consumer_group(GROUP) is None
+
+
+def test_describe_shows_each_members_protocol() -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    Member(h, "c").join()
+    described = h.answer(h.send("ConsumerGroupDescribe", 1, group_ids=[GROUP], include_authorized_operations=False))
+    types = {m.member_id: m.member_type for m in described.groups[0].members}
+    assert types == {a.member_id: 0, "c": 1}
+
+
+def test_a_classic_member_joining_an_empty_consumer_group_makes_it_classic_again() -> None:
+    h = Harness(config=_config())
+    c = Member(h, "c")
+    c.join()
+    c.leave()
+    assert consumer_group(h).members == {}
+    (a,) = classic_group(h, "a")
+    assert h.shard.consumer_group(GROUP) is None and a.owned == T4
+
+
+def test_the_policy_is_a_broker_property() -> None:
+    config = GroupCoordinatorConfig.from_properties({"group.consumer.migration.policy": "Upgrade"})
+    assert (config.upgrade_enabled, config.downgrade_enabled) == (True, False)
+    assert GroupCoordinatorConfig().consumer_migration_policy == "bidirectional"
+    with pytest.raises(ValueError, match="group.consumer.migration.policy must be one of"):
+        GroupCoordinatorConfig.from_properties({"group.consumer.migration.policy": "sideways"})
