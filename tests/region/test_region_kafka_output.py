@@ -5,8 +5,6 @@ reader (our Consumer) of the output topic sees every input record exactly once, 
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import time
 import uuid
@@ -17,30 +15,16 @@ import pytest
 
 from groupstream import Consumer
 from groupstream.client.admin import Admin, NewTopic
-from support.brokers import BrokerProcess, groupstream_command
+from support.brokers import BrokerProcess
 from support.feed import Feed
 from support.read_committed import assert_exactly_once, read_committed_confluent
+from support.region_process import RegionProcess
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours, pytest.mark.slow]
 
 PARTITIONS = 6
 OUT_PARTITIONS = 3
-
-
-class Proc:
-    def __init__(self, name: str, args: list[str], cwd: Path) -> None:
-        self.name = name
-        self.log = cwd / f"{name}-{len(list(cwd.glob(name + '-*.log')))}.log"
-        with self.log.open("w") as out:
-            self.proc = subprocess.Popen([*groupstream_command(), "region", *args], cwd=cwd, stdout=out,
-                                         stderr=subprocess.STDOUT, env=dict(os.environ))  # fmt: skip
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
-
-    def text(self) -> str:
-        return self.log.read_text()
 
 
 class Reader:
@@ -67,10 +51,10 @@ def test_two_operators_write_a_topic_exactly_once_through_a_kill(
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS), NewTopic(out, OUT_PARTITIONS)])
     common = ["--bootstrap-server", bs, "--region", region, "--group", group, "--reset-timeout-ms", "8000"]
-    procs: list[Proc] = []
+    procs: list[RegionProcess] = []
 
-    def member(name: str) -> Proc:
-        p = Proc(name, ["member", *common, "--topic", topic, "--member", name, "--output", "state",
+    def member(name: str) -> RegionProcess:
+        p = RegionProcess(name, ["member", *common, "--topic", topic, "--member", name, "--output", "state",
                         "--output-topic", out, "--checkpoints", "ck"], tmp_path)  # fmt: skip
         procs.append(p)
         return p
@@ -81,13 +65,13 @@ def test_two_operators_write_a_topic_exactly_once_through_a_kill(
     def wait(condition: Any, timeout_s: float, what: str) -> None:
         wait_until(condition, timeout_s, what, interval_s=0.3, explain=logs)
 
-    def checkpointed(p: Proc) -> int:
+    def checkpointed(p: RegionProcess) -> int:
         return sum(1 for e in p.events() if str(e.get("event", "")).startswith("checkpoint "))
 
     def resets_issued() -> int:
         return sum(1 for e in controller.events() if e.get("kind") == "reset")
 
-    controller = Proc("controller", ["controller", *common, "--period-ms", "1500"], tmp_path)
+    controller = RegionProcess("controller", ["controller", *common, "--period-ms", "1500"], tmp_path)
     procs.append(controller)
     feed = Feed(bs, topic, batch=120)
     reader = Reader(bs, out)

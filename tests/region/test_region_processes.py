@@ -12,8 +12,6 @@ and a checkpoint fails (a directory stands where an operator's checkpoint file m
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -25,8 +23,9 @@ import deltalake
 import pytest
 
 from groupstream.client.admin import Admin, NewTopic
-from support.brokers import BrokerProcess, groupstream_command
+from support.brokers import BrokerProcess
 from support.feed import Feed
+from support.region_process import RegionProcess
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.broker_ours, pytest.mark.slow]
@@ -37,21 +36,6 @@ _SEEK = re.compile(r"([^\s{},]+)-(\d+): (\d+)")
 _RESET = re.compile(r"reset to (?:checkpoint (\d+)|initial state), attempt (\d+)")
 
 
-class Proc:
-    def __init__(self, name: str, args: list[str], cwd: Path) -> None:
-        self.name = name
-        self.log = cwd / f"{name}-{len(list(cwd.glob(name + '-*.log')))}.log"
-        with self.log.open("w") as out:
-            self.proc = subprocess.Popen([*groupstream_command(), "region", *args], cwd=cwd, stdout=out,
-                                         stderr=subprocess.STDOUT, env=dict(os.environ))  # fmt: skip
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
-
-    def text(self) -> str:
-        return self.log.read_text()
-
-
 def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and_a_failed_checkpoint(
     groupstream_broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -60,10 +44,10 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics([NewTopic(topic, PARTITIONS)])
     common = ["--bootstrap-server", bs, "--region", region, "--group", group, "--reset-timeout-ms", str(RESET_TIMEOUT_MS)]
-    procs: list[Proc] = []
+    procs: list[RegionProcess] = []
 
-    def member(name: str) -> Proc:
-        p = Proc(name, ["member", *common, "--topic", topic, "--member", name, "--output", "out", "--format", "delta",
+    def member(name: str) -> RegionProcess:
+        p = RegionProcess(name, ["member", *common, "--topic", topic, "--member", name, "--output", "out", "--format", "delta",
                         "--checkpoints", "ck"], tmp_path)  # fmt: skip
         procs.append(p)
         return p
@@ -80,10 +64,10 @@ def test_three_operators_give_exactly_once_output_through_kills_joins_leaves_and
     def resets_issued() -> int:
         return sum(1 for e in controller.events() if e.get("kind") == "reset")
 
-    def checkpointed(p: Proc) -> int:
+    def checkpointed(p: RegionProcess) -> int:
         return sum(1 for e in p.events() if str(e.get("event", "")).startswith("checkpoint "))
 
-    controller = Proc("controller", ["controller", *common, "--period-ms", "1500"], tmp_path)
+    controller = RegionProcess("controller", ["controller", *common, "--period-ms", "1500"], tmp_path)
     procs.append(controller)
     feed = Feed(bs, topic, batch=120)
     try:
@@ -185,7 +169,7 @@ def _published_ends(table: Path, topic: str, upto: int | None = None) -> dict[tu
     return ends
 
 
-def _check_resumption(procs: list[Proc], table: Path, topic: str) -> int:
+def _check_resumption(procs: list[RegionProcess], table: Path, topic: str) -> int:
     """After every reset an operator logs, its next seek puts each partition where the output published by the
     checkpoint it reset to ends. Returns how many resets were checked."""
     checked = 0
