@@ -287,3 +287,86 @@ def test_the_policy_is_a_broker_property() -> None:
     assert GroupCoordinatorConfig().consumer_migration_policy == "bidirectional"
     with pytest.raises(ValueError, match="group.consumer.migration.policy must be one of"):
         GroupCoordinatorConfig.from_properties({"group.consumer.migration.policy": "sideways"})
+
+
+def classic_rebalance(h: Harness, members: list[Classic]) -> None:
+    """Every member rejoins the classic group; the first to be told it leads splits t's partitions."""
+    tokens = [m.send_join() for m in members]
+    h.advance(0)
+    answers = [m.took_join(h.answer(t)) for m, t in zip(members, tokens, strict=True)]
+    assert all(a.error_code == E.NONE for a in answers), answers
+    leader = next(m for m, a in zip(members, answers, strict=True) if a.leader == m.member_id)
+    split = {
+        m.member_id: encode_assignment(ConsumerAssignment(tuple(("t", p) for p in range(4) if p % len(members) == i)))
+        for i, m in enumerate(members)
+    }
+    for m in [leader] + [m for m in members if m is not leader]:
+        answer, _ = m.sync(split if m is leader else None)
+        assert answer.error_code == E.NONE
+
+
+def upgraded(h: Harness) -> tuple[Classic, Classic, Member]:
+    """Classic a and b, then consumer c converts the group and everyone settles."""
+    a, b = classic_group(h, "a", "b")
+    c = Member(h, "c")
+    c.join()
+    for _ in range(4):
+        for m in (a, b):
+            if m.beat() != E.NONE:
+                m.rebalance()
+        c.beat()
+    assert a.owned | b.owned | c.owned == T4 and c.owned
+    return a, b, c
+
+
+def test_the_last_consumer_member_leaving_makes_the_group_classic_again_and_it_rebalances() -> None:
+    h = Harness(config=_config())
+    a, b, c = upgraded(h)
+    epoch = consumer_group(h).epoch
+    assert c.leave().error_code == E.NONE
+    assert h.shard.consumer_group(GROUP) is None
+    classic = h.shard.group(GROUP)
+    assert classic is not None and classic.generation == epoch and set(classic.members) == {a.member_id, b.member_id}
+    assert classic.protocol_name == PROTOCOL and classic.leader_id in classic.members
+    # each member's classic assignment is its target in the consumer group
+    held = {mid: set(decode_assignment(m.assignment).partitions) for mid, m in classic.members.items()}
+    assert held[a.member_id] | held[b.member_id] <= T4 and not (held[a.member_id] & held[b.member_id])
+    h.advance(0)  # the rebalance that follows the conversion
+    assert classic.state.value == "PreparingRebalance"
+    assert a.beat() in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION)
+    classic_rebalance(h, [a, b])
+    assert a.owned | b.owned == T4 and not (a.owned & b.owned)
+    assert a.beat() == E.NONE and b.beat() == E.NONE
+    generation = classic.generation
+    assert generation == epoch + 1
+    h.restart()
+    restarted = h.shard.group(GROUP)
+    assert restarted is not None and restarted.generation == generation and h.shard.consumer_group(GROUP) is None
+
+
+def test_a_downgrade_replays_as_it_was_written() -> None:
+    h = Harness(config=_config())
+    _, _, c = upgraded(h)
+    c.leave()
+    before = h.shard.durable_state()
+    h.restart()
+    assert h.shard.durable_state() == before
+
+
+def test_a_fenced_consumer_member_also_downgrades_the_group() -> None:
+    h = Harness(config=_config())
+    a, b, _ = upgraded(h)
+    for _ in range(10):  # past the consumer member's 45 s session, the classic members heartbeating
+        h.advance(5_000)
+        a.beat(), b.beat()
+    assert h.shard.consumer_group(GROUP) is None and h.shard.group(GROUP) is not None
+
+
+@pytest.mark.parametrize("policy", ["upgrade", "disabled"])
+def test_the_policy_can_forbid_the_downgrade(policy: str) -> None:
+    h = Harness(config=_config(consumer_migration_policy="bidirectional"))
+    a, b, c = upgraded(h)
+    h.shard._ctx.config = _config(consumer_migration_policy=policy)  # the broker's setting changed since
+    c.leave()
+    g = consumer_group(h)
+    assert set(g.members) == {a.member_id, b.member_id} and h.shard.group(GROUP) is None

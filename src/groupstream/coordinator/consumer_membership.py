@@ -35,7 +35,7 @@ from groupstream.coordinator.consumer_records import (
     target_member_record,
 )
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.migration import Refused, upgrade
+from groupstream.coordinator.migration import Refused, downgrade, upgrade
 from groupstream.coordinator.reconcile import MemberAssignment, MemberState, epochs_for, reconcile
 from groupstream.coordinator.records import group_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, is_catalog
@@ -607,7 +607,10 @@ class ConsumerMembership:
                  heartbeat_interval_ms=0, assignment=None)  # fmt: skip
 
     def fence(self, op: Op, group: ConsumerGroup, member_id: str, topics: TopicsView) -> None:
-        """Remove the member for good and bump the group epoch, so that the others get its partitions."""
+        """Remove the member for good and bump the group epoch, so that the others get its partitions; or,
+        when only classic members stay and the policy allows, make the group a classic one (`migration`)."""
+        if downgrade(op, group, member_id, topics):
+            return
         change = _Change.of(group)
         change.records.extend(member_removal_records(group.group_id, member_id))
         change.members.remove(member_id)

@@ -589,6 +589,13 @@ class ClassicMembership:
             self._drop_member(op, group, member_id)
         self._prepare_rebalance(op, group)
 
+    def on_classic_rebalance_timer(self, op: Op, group_id: str) -> None:
+        """A consumer group became this classic group (online downgrade): its members rebalance, so that the
+        partitions of the member that left are given out, as Kafka does right after the conversion."""
+        group = op.ctx.groups.get(group_id)
+        if group is not None and group.members and group.can_rebalance():
+            self._prepare_rebalance(op, group)
+
     def rebalance_oversized(self, op: Op, group: ClassicGroup) -> None:
         """After loading: a group above ``group.max.size`` (the limit was lowered) rebalances, which lets its
         members commit and drops the ones that do not rejoin in time."""

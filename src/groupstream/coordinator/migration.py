@@ -11,6 +11,13 @@ Every classic member stays a member and carries ClassicMemberMetadata (its sessi
 of its JoinGroup): its subscription is its JoinGroup metadata, its assignment the classic group's last one.
 Offsets are keyed by group id and stay; static members keep their instance ids.
 
+Downgrade: when a ``consumer``-protocol member leaves or is fenced and every other member speaks the classic
+protocol, the policy allows it (``bidirectional``, ``downgrade``) and they fit in ``group.max.size``, the group
+becomes a classic group of them: the consumer group's records are deleted and a GroupMetadata record written
+at generation = the group epoch, with the protocol the members vote for, the first member as leader and each
+member's target assignment. A rebalance follows at once (a timer due now, so that it runs on the replayed
+classic group): the leaving member's partitions are given out by the classic leader's assignor.
+
 The joining member's heartbeat then runs on the converted group (bumping the group epoch, so the server
 assignor computes a target for everyone); the classic members learn of it through their next Heartbeat
 (REBALANCE_IN_PROGRESS) and rejoin (`classic_members`). Requests the classic group held parked (a rebalance
@@ -21,23 +28,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from groupstream.coordinator.classic_group import ClassicGroup
+from groupstream.coordinator.classic_group import ClassicGroup, ClassicMember, Protocol
 from groupstream.coordinator.consumer_group import ConsumerGroup
 from groupstream.coordinator.consumer_records import (
     current_assignment_record,
     group_epoch_record,
+    group_records_tombstones,
     member_metadata_record,
+    member_removal_records,
     replay_consumer_record,
     target_epoch_record,
     target_member_record,
 )
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.reconcile import MemberAssignment, MemberState
-from groupstream.coordinator.records import group_tombstone
-from groupstream.coordinator.request import TopicCatalogView
+from groupstream.coordinator.records import group_metadata_record, group_tombstone
+from groupstream.coordinator.request import TopicCatalogView, TopicsView, has_topic_ids
 from groupstream.coordinator.responses import join_error, sync_response
 from groupstream.coordinator.result import CoordinatorRecord
 from groupstream.coordinator.timers import (
+    classic_rebalance_key,
+    consumer_rebalance_key,
     consumer_session_key,
     heartbeat_key,
     join_key,
@@ -45,11 +56,18 @@ from groupstream.coordinator.timers import (
     takeover_key,
 )
 from groupstream.protocol.consumer_group_records import ClassicProtocol, MemberMetadataValue
-from groupstream.protocol.consumer_protocol import decode_assignment, decode_subscription
+from groupstream.protocol.consumer_protocol import (
+    ASSIGNMENT_MAX_VERSION,
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerAssignment,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 
-__all__ = ["Refused", "upgrade"]
+__all__ = ["Refused", "downgrade", "upgrade"]
 
 E = ErrorCode
 
@@ -143,3 +161,54 @@ def _end_classic_session(op: Op, classic: ClassicGroup) -> None:
         op.cancel(takeover_key(group_id, key[1]))
     op.cancel(join_key(group_id))
     op.cancel(sync_key(group_id))
+
+
+def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView) -> bool:
+    """If ``leaving_id`` going away leaves only classic members and the policy allows it, write the records
+    that make the group a classic group of them, schedule the rebalance that follows, and say so (True);
+    otherwise do nothing (False): the caller removes the member from the consumer group as usual."""
+    cfg, group_id = op.ctx.config, group.group_id
+    leaving = group.members.get(leaving_id)
+    stay = [m for m in group if m.member_id != leaving_id]
+    if leaving is None or leaving.metadata.uses_classic_protocol or not stay:
+        return False
+    if not all(m.metadata.uses_classic_protocol for m in stay):
+        return False
+    if not cfg.downgrade_enabled or len(stay) > cfg.max_size:
+        return False
+    classic = ClassicGroup(group_id, op.now_ms)
+    for m in stay:
+        md = m.metadata
+        classic.add(ClassicMember(
+            member_id=m.member_id, group_instance_id=md.instance_id, client_id=md.client_id, client_host=md.client_host,
+            rebalance_timeout_ms=md.rebalance_timeout_ms, session_timeout_ms=md.classic_session_timeout_ms,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocols=tuple(Protocol(p.name, p.metadata) for p in md.classic_protocols or ()),
+        ), None)  # fmt: skip
+    try:
+        protocol = classic.select_protocol()
+    except ValueError:
+        return False  # no protocol every member supports: stay a consumer group
+    classic.protocol_name = protocol
+    classic.generation = group.epoch
+    for cm in classic.members.values():
+        metadata = cm.metadata(protocol) or b""
+        at = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
+        named = []
+        for t, p in group.targets.get(cm.member_id, frozenset()):
+            name = topics.topic_name(t) if has_topic_ids(topics) else None
+            if name is not None:
+                named.append((name, p))
+        cm.assignment = encode_assignment(ConsumerAssignment(tuple(sorted(named))), min(max(at, 0), ASSIGNMENT_MAX_VERSION))
+    for m in group:
+        for record in member_removal_records(group_id, m.member_id):
+            op.write(record)
+        op.cancel(consumer_session_key(group_id, m.member_id))
+        op.cancel(consumer_rebalance_key(group_id, m.member_id))
+    for record in group_records_tombstones(group):
+        op.write(record)
+    op.write(group_metadata_record(group_id, classic.durable_view()))
+    for cm in classic.members.values():
+        op.schedule(heartbeat_key(group_id, cm.member_id), cm.session_timeout_ms)
+    op.schedule(classic_rebalance_key(group_id), 0)
+    return True

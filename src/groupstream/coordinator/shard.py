@@ -252,6 +252,8 @@ class GroupCoordinatorShard:
             self._membership.on_sync_timer(op, parsed.group_id)
         elif parsed.kind is TimerKind.TAKEOVER:
             self._membership.on_takeover_timer(op, parsed.group_id, parsed.member_id)
+        elif parsed.kind is TimerKind.CLASSIC_REBALANCE:
+            self._membership.on_classic_rebalance_timer(op, parsed.group_id)
         elif parsed.kind is TimerKind.CONSUMER_SESSION:
             group = self._ctx.consumer_groups.get(parsed.group_id)
             self._consumer_membership.on_session_expired(op, group, parsed.member_id, metadata)

@@ -13,6 +13,7 @@ __all__ = [
     "RETENTION_KEY",
     "TimerKey",
     "TimerKind",
+    "classic_rebalance_key",
     "consumer_rebalance_key",
     "consumer_session_key",
     "heartbeat_key",
@@ -37,6 +38,8 @@ class TimerKind(Enum):
     """A ``consumer`` group member's session: it is fenced when no heartbeat renews it."""
     CONSUMER_REBALANCE = "consumer-rebalance"
     """How long a ``consumer`` group member may take to revoke partitions before it is fenced."""
+    CLASSIC_REBALANCE = "classic-rebalance"
+    """A consumer group just became a classic group (online downgrade): rebalance it, once replayed."""
     RETENTION = "offsets-retention"
     """The shard-wide periodic offsets expiry check."""
 
@@ -78,6 +81,10 @@ def consumer_rebalance_key(group_id: str, member_id: str) -> str:
 
 def join_key(group_id: str) -> str:
     return _group_key(TimerKind.JOIN, group_id)
+
+
+def classic_rebalance_key(group_id: str) -> str:
+    return _group_key(TimerKind.CLASSIC_REBALANCE, group_id)
 
 
 def sync_key(group_id: str) -> str:
