@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import repeat
+from operator import itemgetter
 
 from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
 from groupstream.coordinator.reconcile import NO_EPOCHS, NO_PARTITIONS, MemberAssignment, MemberState
@@ -44,6 +45,7 @@ __all__ = [
     "ConsumerMember",
     "TopicIdPartition",
     "from_topic_partitions",
+    "numbers_by_topic",
     "preferred_assignor",
     "to_topic_partitions",
 ]
@@ -77,9 +79,30 @@ CONSUMER_GROUP_STATES = TransitionTable.from_next("a consumer group", ConsumerGr
 })
 
 
+_TOPIC, _NUMBER = itemgetter(0), itemgetter(1)
+
 _LAST_GROUPED: list[tuple[frozenset[TopicIdPartition], tuple[TopicPartitions, ...]]] = [(frozenset(), ())]
 """The last frozenset ``to_topic_partitions`` grouped, and how: a heartbeat that moves a member writes the
 target record, the current-assignment record and the answer from the very same set (a memo, not state)."""
+
+
+_SET_OF: dict[int, tuple[tuple[TopicPartitions, ...], frozenset[TopicIdPartition]]] = {}
+"""Grouped layouts this process made from a frozenset (by the layout's id, the layout held so that the id
+stays its own), and that set: the runtime replays the very records a handler wrote, and rebuilding a set
+of thousands of (UUID, int) pairs hashes every UUID in Python (most of a large rebalance's time). A memo,
+not state: a miss (a decoded record, an entry dropped) builds the same set."""
+_SET_OF_MAX = 4096
+
+
+def remember_set(grouped: tuple[TopicPartitions, ...], partitions: frozenset[TopicIdPartition]) -> None:
+    """``from_topic_partitions(grouped)`` is ``partitions`` (the caller grouped exactly that set)."""
+    memo = _SET_OF
+    if len(memo) >= _SET_OF_MAX:
+        try:
+            del memo[next(iter(memo))]  # the oldest (another thread may have taken it: no matter)
+        except (KeyError, StopIteration, RuntimeError):
+            memo.clear()
+    memo[id(grouped)] = (grouped, partitions)
 
 
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
@@ -90,16 +113,21 @@ def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPa
             return last[1]
         grouped = _group_by_topic(partitions)
         _LAST_GROUPED[0] = (partitions, grouped)
+        remember_set(grouped, partitions)
         return grouped
     return _group_by_topic(partitions)
 
 
-def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
+def numbers_by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, list[int]]:
+    """Partition numbers by topic id, in the order met. A set whose pairs all share one topic id object
+    (the usual member of a one-topic group) is split in C; otherwise one topic's pairs usually share its id
+    object, which is hashed (uuid's hash is Python code) once per run of them, not once per partition."""
+    if isinstance(partitions, Set) and partitions and len(set(map(id, map(_TOPIC, partitions)))) == 1:
+        return {next(iter(partitions))[0]: list(map(_NUMBER, partitions))}
     by_topic: dict[uuid.UUID, list[int]] = {}
     last: uuid.UUID | None = None
     numbers: list[int] = []
     for topic_id, partition in partitions:
-        # One topic's partitions share its id object: hash it (uuid's hash is Python code) once per topic.
         if topic_id is not last:
             last = topic_id
             found = by_topic.get(topic_id)
@@ -107,6 +135,11 @@ def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartit
                 found = by_topic[topic_id] = []
             numbers = found
         numbers.append(partition)
+    return by_topic
+
+
+def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
+    by_topic = numbers_by_topic(partitions)
     return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items(), key=lambda kv: kv[0].bytes))
 
 
@@ -120,11 +153,32 @@ def preferred_assignor(members: Iterable[MemberMetadataValue]) -> str:
 
 def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition]:
     """The partitions as a set of (topic id, partition); the pairs are built by zip, not a generator (a
-    third less time for a member given thousands of partitions)."""
+    third less time for a member given thousands of partitions). A layout grouped from a set here is
+    answered with that set (``remember_set``)."""
+    if type(items) is tuple:
+        hit = _SET_OF.get(id(items))
+        if hit is not None and hit[0] is items:
+            return hit[1]
     out: set[TopicIdPartition] = set()
     for t in items:
         out.update(zip(repeat(t.topic_id), t.partitions, strict=False))
     return frozenset(out)
+
+
+def _names_exactly(items: tuple[TopicPartitions, ...], partitions: frozenset[TopicIdPartition]) -> bool:
+    """Whether the grouped ``items`` name exactly ``partitions``, compared on the partition numbers of each
+    topic (one UUID hash per topic, none per partition). False when unsure (a topic listed twice, say): the
+    caller then builds the set and compares."""
+    if sum(len(t.partitions) for t in items) != len(partitions):
+        return False
+    by_topic = numbers_by_topic(partitions)
+    if len(by_topic) != len(items):
+        return False
+    for t in items:
+        numbers = by_topic.get(t.topic_id)
+        if numbers is None or sorted(numbers) != sorted(t.partitions):
+            return False
+    return True
 
 
 def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> tuple[int, dict[TopicIdPartition, int]]:
@@ -196,6 +250,33 @@ class ConsumerMember:
         return self.assignment.state is MemberState.STABLE
 
 
+class _OwnersView(Mapping[TopicIdPartition, str]):
+    """The per-topic owners index read as one mapping of (topic id, partition) -> member id."""
+
+    __slots__ = ("_by_topic",)
+
+    def __init__(self, by_topic: dict[uuid.UUID, dict[int, str]]) -> None:
+        self._by_topic = by_topic
+
+    def __getitem__(self, partition: TopicIdPartition) -> str:
+        found = self._by_topic.get(partition[0])
+        if found is None:
+            raise KeyError(partition)
+        return found[partition[1]]
+
+    def get(self, partition: TopicIdPartition, default: str | None = None) -> str | None:  # type: ignore[override]
+        found = self._by_topic.get(partition[0])
+        return default if found is None else found.get(partition[1], default)
+
+    def __iter__(self) -> Iterator[TopicIdPartition]:
+        for topic_id, found in self._by_topic.items():
+            for n in found:
+                yield topic_id, n
+
+    def __len__(self) -> int:
+        return sum(map(len, self._by_topic.values()))
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupSnapshot:
     """A group's durable state, comparable: replaying the same records yields an equal snapshot."""
@@ -225,7 +306,9 @@ class ConsumerGroup:
         self.regexes: dict[str, RegexValue] = {}
         self.state = ConsumerGroupState.EMPTY
         # Derived from the members, kept in step by the apply_* methods.
-        self.owners: dict[TopicIdPartition, str] = {}
+        # Topic id -> partition number -> the member holding it (assigned or pending revocation): by number,
+        # so that a lookup hashes an int in C rather than a (UUID, int) pair (UUID's hash is Python code).
+        self._owners: dict[uuid.UUID, dict[int, str]] = {}
         self.static_members: dict[str, str] = {}
         self.topic_subscribers: Counter[str] = Counter()
         self.regex_subscribers: Counter[str] = Counter()
@@ -365,19 +448,23 @@ class ConsumerGroup:
         if self._deferred is not None:
             self._deferred[member_id] = value
             return
-        self._release(member)
+        before = member.assignment.holds()
         self._count(member.assignment, -1)
         if value is None:
+            self._release(member)
             member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, NO_PARTITIONS)
         else:
-            assigned = from_topic_partitions(value.assigned)
+            target = self.targets.get(member_id)
+            if target is not None and _names_exactly(value.assigned, target):
+                assigned = target  # compared on the numbers: no set built (a loaded member usually holds its target)
+            else:
+                assigned = from_topic_partitions(value.assigned)
             pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
             # Only the epochs that differ from the member's own are kept: a missing one means exactly that
             # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
             own = max(value.member_epoch, 0)
             given_at, epochs = _partition_epochs(value.assigned + value.pending_revocation, own)
-            target = self.targets.get(member_id)
-            if target is not None and target == assigned:
+            if target is not None and (assigned is target or target == assigned):
                 # A reconciled member holds its target: share the set, and key the epochs by its partitions,
                 # so that a partition is one tuple however many of the group's maps name it.
                 assigned = target
@@ -387,7 +474,12 @@ class ConsumerGroup:
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
                 assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
             )  # fmt: skip
-            self.owners.update(dict.fromkeys(member.assignment.holds(), member_id))
+            # Only what the member no longer holds is released (set differences compare stored hashes),
+            # then all it holds is its own.
+            after = member.assignment.holds()
+            if before:
+                self._disown(member_id, before - after if after else before)
+            self._own(member_id, after)
         self._count(member.assignment, 1)
         self._refresh()
 
@@ -402,9 +494,28 @@ class ConsumerGroup:
         self.transition_to(_S.DEAD)
 
     def _release(self, member: ConsumerMember) -> None:
-        for p in member.assignment.holds():
-            if self.owners.get(p) == member.member_id:
-                del self.owners[p]
+        self._disown(member.member_id, member.assignment.holds())
+
+    def _own(self, member_id: str, partitions: Iterable[TopicIdPartition]) -> None:
+        owners = self._owners
+        for topic_id, numbers in numbers_by_topic(partitions).items():
+            found = owners.get(topic_id)
+            if found is None:
+                found = owners[topic_id] = {}
+            found.update(dict.fromkeys(numbers, member_id))
+
+    def _disown(self, member_id: str, partitions: Iterable[TopicIdPartition]) -> None:
+        """Release what ``member_id`` holds of ``partitions`` (another member's hold stays)."""
+        owners = self._owners
+        for topic_id, numbers in numbers_by_topic(partitions).items():
+            found = owners.get(topic_id)
+            if found is None:
+                continue
+            for n in numbers:
+                if found.get(n) == member_id:
+                    del found[n]
+            if not found:
+                del owners[topic_id]
 
     def _index(self, member: ConsumerMember) -> None:
         md = member.metadata
@@ -423,6 +534,31 @@ class ConsumerGroup:
             _take_one(self.regex_subscribers, (md.subscribed_regex,))
 
     # --- reading ----------------------------------------------------------------------------------------
+
+    @property
+    def owners(self) -> Mapping[TopicIdPartition, str]:
+        """Partition -> the member holding it (assigned or pending revocation): a read-only view of the index
+        (``get`` is ``owner_of``); handlers asking about a whole set use ``held_elsewhere``."""
+        return _OwnersView(self._owners)
+
+    def has_owners(self) -> bool:
+        return bool(self._owners)
+
+    def owner_of(self, partition: TopicIdPartition) -> str | None:
+        found = self._owners.get(partition[0])
+        return None if found is None else found.get(partition[1])
+
+    def held_elsewhere(self, partitions: Set[TopicIdPartition], member_id: str) -> list[TopicIdPartition]:
+        """The partitions of ``partitions`` a member other than ``member_id`` holds (one UUID hash per topic)."""
+        out: list[TopicIdPartition] = []
+        owners = self._owners
+        for topic_id, numbers in numbers_by_topic(partitions).items():
+            found = owners.get(topic_id)
+            if found is None:
+                continue
+            get = found.get
+            out.extend([(topic_id, n) for n in numbers if get(n, member_id) != member_id])
+        return out
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         member_id = self.static_members.get(instance_id)

@@ -478,19 +478,24 @@ class ConsumerMembership:
                 records.append(target_member_record(group_id, member_id, target))
 
         # 3. Reconcile: revoke first, then take what the previous owners released.
-        owners = group.owners
         replaced_id = None if replaced is None else replaced.member_id
+        group_owner_of = group.owner_of
 
         def replacing_owner_of(p: TopicIdPartition) -> str | None:
-            owner = owners.get(p)
+            owner = group_owner_of(p)
             return member_id if owner is not None and owner == replaced_id else owner
 
-        # The owners index itself answers unless a static member's old incarnation is being replaced.
-        owner_of: Callable[[TopicIdPartition], str | None] = owners.get if replaced_id is None else replacing_owner_of
+        # The owners index itself answers (a whole set at once) unless a static member's old incarnation is
+        # being replaced. Nobody holds anything (a group's first member): no question to ask.
+        owner_of: Callable[[TopicIdPartition], str | None] | None = (
+            None if not group.has_owners() else group_owner_of if replaced_id is None else replacing_owner_of
+        )
+        held_elsewhere = group.held_elsewhere if replaced_id is None else None
 
         current = member.assignment
         subscribed_ids = _topic_ids(md, change.regexes, topics)
-        updated = reconcile(current, target_epoch, target, owned, owner_of, epoch, subscribed_ids.__contains__)
+        updated = reconcile(current, target_epoch, target, owned, owner_of, epoch, subscribed_ids.__contains__,
+                            held_elsewhere=held_elsewhere)  # fmt: skip
         if is_new or updated != current:
             records.append(current_assignment_record(group_id, updated))
         rebalance_key = consumer_rebalance_key(group_id, member_id)

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, to_topic_partitions
+from groupstream.coordinator.consumer_group import (
+    ConsumerGroup,
+    TopicIdPartition,
+    remember_set,
+    to_topic_partitions,
+)
 from groupstream.coordinator.reconcile import MemberAssignment
 from groupstream.protocol.consumer_group_records import (
     CURRENT_ASSIGNMENT,
@@ -86,7 +91,9 @@ def _with_epochs(
         else:
             epochs = (default,) * len(t.partitions)
         out.append(TopicPartitions(t.topic_id, t.partitions, epochs))
-    return tuple(out)
+    grouped = tuple(out)
+    remember_set(grouped, partitions)  # the replay of this very record takes the set back
+    return grouped
 
 
 def current_assignment_record(group_id: str, a: MemberAssignment) -> CoordinatorRecord:

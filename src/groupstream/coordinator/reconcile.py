@@ -17,7 +17,11 @@ The rules (the semantics of Kafka's CurrentAssignmentBuilder):
 - otherwise the member takes the whole target at the target epoch (STABLE).
 
 So at every moment a partition belongs to at most one member: a new owner gets it only after the old owner's
-revocation was acknowledged. ``owner_of(partition)`` answers for the group as it is now (None: nobody).
+revocation was acknowledged. ``owner_of(partition)`` answers for the group as it is now (None: nobody);
+``owner_of`` itself None says that nobody holds any partition (an empty owners index: a first member given
+thousands of partitions asks nothing); ``held_elsewhere(partitions, member_id)``, when given, answers for a
+whole set at once which of them a member other than ``member_id`` holds (the same answer as asking
+``owner_of`` for each, cheaper for an index kept by topic).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import itemgetter
 from types import MappingProxyType
 
 __all__ = ["NO_EPOCHS", "NO_PARTITIONS", "MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
@@ -33,6 +38,8 @@ __all__ = ["NO_EPOCHS", "NO_PARTITIONS", "MemberAssignment", "MemberState", "epo
 Partition = tuple[uuid.UUID, int]
 """(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
 
+
+_TOPIC = itemgetter(0)
 
 NO_EPOCHS: Mapping[Partition, int] = MappingProxyType({})
 NO_PARTITIONS: frozenset[Partition] = frozenset()
@@ -112,9 +119,10 @@ def reconcile(
     target_epoch: int,
     target: Set[Partition],
     owned: Set[Partition] | None,
-    owner_of: Callable[[Partition], str | None],
+    owner_of: Callable[[Partition], str | None] | None,
     reported_epoch: int | None = None,
     subscribed: Callable[[uuid.UUID], bool] | None = None,
+    held_elsewhere: Callable[[frozenset[Partition], str], list[Partition]] | None = None,
 ) -> MemberAssignment:
     """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
     pending revocation stays pending and any partition to revoke is taken to be still owned);
@@ -138,11 +146,15 @@ def reconcile(
         other = _of_other_topics(target, subscribed)
         if other:
             target = frozenset(target) - other
-    return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch)
+    return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch, held_elsewhere)
 
 
 def _of_other_topics(partitions: Set[Partition], subscribed: Callable[[uuid.UUID], bool]) -> frozenset[Partition]:
-    """The partitions of topics ``subscribed`` says no to (asked once per run of one topic's partitions)."""
+    """The partitions of topics ``subscribed`` says no to (asked once per run of one topic's partitions).
+    The usual answer, none, is found in C: the distinct topic id objects, each asked once."""
+    topics = dict(zip(map(id, map(_TOPIC, partitions)), map(_TOPIC, partitions), strict=True))
+    if all(map(subscribed, topics.values())):
+        return NO_PARTITIONS
     out = []
     last: uuid.UUID | None = None
     keep = True
@@ -186,8 +198,9 @@ def _next(
     target_epoch: int,
     target: frozenset[Partition],
     owned: Set[Partition] | None,
-    owner_of: Callable[[Partition], str | None],
+    owner_of: Callable[[Partition], str | None] | None,
     reported_epoch: int | None = None,
+    held_elsewhere: Callable[[frozenset[Partition], str], list[Partition]] | None = None,
 ) -> MemberAssignment:
     keep = member.assigned & target
     revoke = member.assigned - target
@@ -198,7 +211,12 @@ def _next(
     # Nothing to revoke, or nothing the member still owns: what goes away is released now.
     new = target - member.assigned if member.assigned else target
     me = member.member_id
-    blocked = [p for p in new if owner_of(p) not in (None, me)]
+    if owner_of is None:
+        blocked: list[Partition] = []
+    elif held_elsewhere is not None:
+        blocked = held_elsewhere(new, me)
+    else:
+        blocked = [p for p in new if owner_of(p) not in (None, me)]
     previous = member.epoch if member.epoch != target_epoch else member.previous_epoch
     if blocked:
         state, held = MemberState.UNRELEASED_PARTITIONS, keep | new.difference(blocked)
