@@ -114,3 +114,61 @@ def test_an_offline_log_is_not_retried():
         assert len(dead.errors) == 2  # flushed once, and not again by close
 
     asyncio.run(scenario())
+
+
+def test_a_slow_flush_of_one_partition_holds_back_no_other_partitions_waiters():
+    """Flushes of different partitions run side by side: a coordinator's answer or an acks=all produce on one
+    partition does not queue behind a slow fsync (or a round over busy partitions nobody waits for)."""
+    from groupstream.broker.flusher import Flusher
+
+    async def scenario():
+        f = Flusher()
+        slow = FakeLog()
+        slow.gate.clear()  # its flush hangs until released
+        slow.end = 10
+        f.appended(slow, "always")
+        fast = FakeLog()
+        fast.end = 5
+        await asyncio.wait_for(f.wait_flushed(fast, 5), 2)
+        assert fast.flushed_offset == 5 and slow.flushes == 0
+        slow.gate.set()
+        await f.close()
+        assert slow.flushed_offset == 10
+
+    asyncio.run(scenario())
+
+
+def test_logs_somebody_waits_on_are_flushed_before_the_others():
+    from groupstream.broker.flusher import Flusher
+
+    order = []
+
+    class OrderedLog(FakeLog):
+        def __init__(self, name):
+            super().__init__()
+            self.name = name
+
+        def flush(self):
+            super().flush()
+            order.append(self.name)
+
+    async def scenario():
+        f = Flusher(workers=1)
+        first = OrderedLog("first")
+        first.gate.clear()  # the only worker is busy with it while the others become dirty
+        first.end = 1
+        f.appended(first, "always")
+        quiet = [OrderedLog(f"quiet{i}") for i in range(3)]
+        for q in quiet:
+            q.end = 1
+            f.appended(q, "always")
+        waited = OrderedLog("waited")
+        waited.end = 1
+        done = f.wait_flushed(waited, 1)
+        first.gate.set()
+        await asyncio.wait_for(done, 5)
+        await f.close()
+        assert order[:2] == ["first", "waited"], order
+        assert sorted(order[2:]) == ["quiet0", "quiet1", "quiet2"]
+
+    asyncio.run(scenario())
