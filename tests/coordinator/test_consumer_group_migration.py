@@ -30,15 +30,16 @@ class Classic:
     what it owns in its subscription, takes what SyncGroup gives it (revoking the rest at once), rejoins
     when a heartbeat says REBALANCE_IN_PROGRESS or when it had to revoke something."""
 
-    def __init__(self, h: Harness, name: str, *, instance_id: str | None = None, session: int = 10_000) -> None:
-        self.h, self.name, self.instance_id, self.session = h, name, instance_id, session
+    def __init__(self, h: Harness, name: str, *, instance_id: str | None = None, session: int = 10_000,
+                 protocol: str = PROTOCOL) -> None:  # fmt: skip
+        self.h, self.name, self.instance_id, self.session, self.protocol = h, name, instance_id, session, protocol
         self.member_id = ""
         self.generation = -1
         self.owned: set[tuple[str, int]] = set()
 
     def send_join(self) -> int:
         return self.h.join(self.member_id, instance_id=self.instance_id, session=self.session, client_id=self.name,
-                           protocols=[(PROTOCOL, subscription("t", owned=self.owned))])  # fmt: skip
+                           protocols=[(self.protocol, subscription("t", owned=self.owned))])  # fmt: skip
 
     def took_join(self, answer: Any) -> Any:
         if answer.error_code == E.MEMBER_ID_REQUIRED:
@@ -53,7 +54,7 @@ class Classic:
 
     def sync(self, assignments: dict[str, bytes] | None = None) -> Any:
         answer = self.h.answer(self.h.sync(self.member_id, self.generation, assignments, instance_id=self.instance_id,
-                                           version=5, protocol_type="consumer", protocol_name=PROTOCOL))  # fmt: skip
+                                           version=5, protocol_type="consumer", protocol_name=self.protocol))  # fmt: skip
         if answer.error_code == E.NONE:
             given = set(decode_assignment(answer.assignment).partitions)
             revoked = self.owned - given
@@ -79,10 +80,12 @@ class Classic:
 
 
 def classic_group(
-    h: Harness, *names: str, instance_ids: dict[str, str] | None = None, sessions: dict[str, int] | None = None
+    h: Harness, *names: str, instance_ids: dict[str, str] | None = None, sessions: dict[str, int] | None = None,
+    protocol: str = PROTOCOL, user_data: bytes | None = None,
 ) -> list[Classic]:
     """A Stable classic group of ``names``: they join together, the first leads and splits t's partitions."""
-    members = [Classic(h, n, instance_id=(instance_ids or {}).get(n), session=(sessions or {}).get(n, 10_000)) for n in names]
+    members = [Classic(h, n, instance_id=(instance_ids or {}).get(n), session=(sessions or {}).get(n, 10_000),
+                       protocol=protocol) for n in names]  # fmt: skip
     for m in members:
         if m.instance_id is None:
             first = m.h.answer(m.send_join())
@@ -95,7 +98,7 @@ def classic_group(
     split: dict[str, bytes] = {}
     for i, m in enumerate(members):
         mine = tuple(("t", p) for p in range(4) if p % len(members) == i)
-        split[m.member_id] = encode_assignment(ConsumerAssignment(mine))
+        split[m.member_id] = encode_assignment(ConsumerAssignment(mine, user_data))
     for i, m in enumerate(members):
         answer, _ = m.sync(split if i == 0 else None)
         assert answer.error_code == E.NONE
@@ -285,7 +288,7 @@ def test_the_policy_is_a_broker_property() -> None:
     config = GroupCoordinatorConfig.from_properties({"group.consumer.migration.policy": "Upgrade"})
     assert (config.upgrade_enabled, config.downgrade_enabled) == (True, False)
     assert GroupCoordinatorConfig().consumer_migration_policy == "bidirectional"
-    with pytest.raises(ValueError, match="group.consumer.migration.policy must be one of"):
+    with pytest.raises(ValueError, match=r"group\.consumer\.migration\.policy must be one of"):
         GroupCoordinatorConfig.from_properties({"group.consumer.migration.policy": "sideways"})
 
 
@@ -370,3 +373,13 @@ def test_the_policy_can_forbid_the_downgrade(policy: str) -> None:
     c.leave()
     g = consumer_group(h)
     assert set(g.members) == {a.member_id, b.member_id} and h.shard.group(GROUP) is None
+
+
+@pytest.mark.parametrize(("protocol", "error"), [("cooperative-sticky", E.NONE), ("custom", E.UNSUPPORTED_VERSION)])
+def test_assignment_user_data_blocks_the_upgrade_only_for_a_custom_assignor(protocol: str, error: ErrorCode) -> None:
+    # librdkafka echoes each member's subscription user data in its assignment: Kafka refuses any, we refuse
+    # only a custom assignor's (whose meaning the server assignor would lose).
+    h = Harness(config=_config())
+    classic_group(h, "a", protocol=protocol, user_data=b"sticky-state")
+    assert Member(h, "c").join().error_code == error
+    assert (h.shard.consumer_group(GROUP) is None) == (error != E.NONE)

@@ -1,0 +1,89 @@
+"""Online migration (Kafka 4, KIP-848) on our broker with real members in their own processes: a rolling
+upgrade of a classic group of confluent-kafka members (cooperative-sticky) consuming a steady stream, one by
+one replaced by ``group.protocol=consumer`` members (confluent-kafka and ours), then rolled back to classic
+members. The group is converted by the first consumer member (classic members keep working inside the
+consumer group) and back when the last one leaves. Every record is consumed, commits come from owners, and no
+partition ever has two owners (`group_harness.check_group`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from group_harness import Members, check_group, create_topic, unique, wait_for
+
+from groupstream.client.admin import Admin
+from support.brokers import BrokerFactory, BrokerKind
+from support.feed import Feed
+
+pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours]
+
+CLASSIC = {"client": "confluent", "protocol": "classic", "strategy": "cooperative-sticky"}
+CONSUMER = {"client": "confluent", "protocol": "consumer", "strategy": "uniform"}
+OURS = {"client": "groupstream", "protocol": "consumer", "strategy": "uniform"}
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> set[tuple[str, int, int]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("watermarks")})
+    try:
+        out = set()
+        for p in range(partitions):
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            out.update((topic, p, o) for o in range(low, high))
+        return out
+    finally:
+        c.close()
+
+
+def _group_type(bootstrap: str, group: str) -> str | None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        listed = {g.group_id: g for g in admin.list_groups()}
+    return None if group not in listed else (listed[group].group_type or "classic").lower()
+
+
+def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker_factory: BrokerFactory, members: Members) -> None:
+    broker = broker_factory(BrokerKind.GROUPSTREAM, settings={
+        "group.initial.rebalance.delay.ms": "0",
+        "group.consumer.session.timeout.ms": "6000",
+        "group.consumer.heartbeat.interval.ms": "500",
+    })  # fmt: skip
+    bs = broker.bootstrap
+    topic, group = unique("migrate"), unique("g-migrate")
+    partitions = 6
+    create_topic(bs, topic, partitions)
+    every = {(topic, p) for p in range(partitions)}
+    members.common.update(bootstrap=bs, group=group, topics=[topic], max_records=200, batch_delay_s=0)
+    feed = Feed(bs, topic, batch=60, pace_s=0.1)
+    feed.start()
+    started = time.monotonic()
+    try:
+        live = [members.start(f"C{i}", **CLASSIC) for i in range(3)]
+        members.wait_split(live, every, timeout=60)
+        assert _group_type(bs, group) == "classic"
+        for step, (old_name, new_name, conf, kind) in enumerate(
+            [("C0", "N0", CONSUMER, "consumer"), ("C1", "N1", OURS, "consumer"), ("C2", "N2", CONSUMER, "consumer"),
+             # and back: classic members in the consumer group, until the last consumer member leaves
+             ("N0", "R0", CLASSIC, "consumer"), ("N1", "R1", CLASSIC, "consumer"), ("N2", "R2", CLASSIC, "classic")]
+        ):  # fmt: skip
+            new = members.start(new_name, **conf)
+            old = next(m for m in live if m.name == old_name)
+            live = [*live, new]
+            members.wait_split(live, every, timeout=60)
+            old.close()
+            live.remove(old)
+            members.wait_split(live, every, timeout=60)
+            assert _group_type(bs, group) == kind, step
+            print(f"step {step}: {old_name} -> {new_name} at {time.monotonic() - started:.1f} s")
+    finally:
+        feed.stop_event.set()
+        feed.join(30)
+    produced = _end_offsets(bs, topic, partitions)
+    assert len(produced) == feed.produced
+    wait_for(lambda: {r for m in members.all for r in m.processed} >= produced, 60,
+             "every record to be consumed")  # fmt: skip
+    for m in live:
+        m.close()
+    check_group(members.all, produced)
