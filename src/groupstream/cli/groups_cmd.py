@@ -312,8 +312,10 @@ def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription],
 
 def _consumer_members_table(groups: list[ConsumerGroupDescription], args: argparse.Namespace) -> None:
     table = Table()
+    # PROTOCOL: the member's own (a classic member of a consumer group during an online migration says
+    # "classic"; "-" when the broker does not tell, before ConsumerGroupDescribe v1).
     cols = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
-            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE")  # fmt: skip
+            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE", "PROTOCOL")  # fmt: skip
     numeric = ("#PARTITIONS", "CURRENT-EPOCH", "TARGET-EPOCH")
     for col in cols:
         table.add_column(col, justify="right" if col in numeric else "left")
@@ -323,7 +325,7 @@ def _consumer_members_table(groups: list[ConsumerGroupDescription], args: argpar
             table.add_row(
                 cg.group_id, m.member_id, m.instance_id or "-", m.client_host, m.client_id,
                 str(len(m.assignment)), str(m.member_epoch), _assignment_text(m.assignment),
-                str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state,
+                str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state, m.member_type or "-",
             )  # fmt: skip
     show(table, args)
 

@@ -76,6 +76,12 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker_factory: Broke
             live.remove(old)
             members.wait_split(live, every, timeout=60)
             assert _group_type(bs, group) == kind, step
+            if kind == "consumer":  # each member's protocol, as ConsumerGroupDescribe v1 tells it
+                with Admin({"bootstrap.servers": bs}) as admin:
+                    described = admin.describe_consumer_groups([group])[group]
+                types = {m.client_id: m.member_type for m in described.members}
+                assert types == {m.name: "classic" if m.config["protocol"] == "classic" else "consumer"
+                                 for m in live}, types  # fmt: skip
             print(f"step {step}: {old_name} -> {new_name} at {time.monotonic() - started:.1f} s")
     finally:
         feed.stop_event.set()
