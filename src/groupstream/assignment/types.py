@@ -15,6 +15,8 @@ from enum import IntEnum
 from operator import attrgetter
 from types import MappingProxyType
 
+from groupstream.protocol.topic_partition import TopicPartition
+
 __all__ = [
     "ClusterView",
     "GroupAssignment",
@@ -27,20 +29,9 @@ __all__ = [
 _NO_USER_DATA: Mapping[str, bytes | None] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    """One partition of one topic; ordered by topic name, then partition number, as Kafka sorts them."""
-
-    topic: str
-    partition: int
-
-    def __repr__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
 partition_order: Callable[[TopicPartition], tuple[str, int]] = attrgetter("topic", "partition")
-"""The sort key of TopicPartition's own order: the same order as ``sorted(partitions)``, a few times faster
-(one key per partition instead of a generated ``__lt__`` per comparison)."""
+"""The sort key of TopicPartition's own order: the same order as ``sorted(partitions)`` (kept for the
+assignors that sort by an explicit key; TopicPartition, a NamedTuple, compares as its tuple does)."""
 
 
 class RebalanceProtocol(IntEnum):

@@ -50,6 +50,7 @@ from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.group_records import coordinator_records, encode_record
 from groupstream.protocol.records import BatchBuilder
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.storage.errors import (
     CorruptRangeError,
     LogWriteError,
@@ -415,7 +416,7 @@ class CoordinatorRuntime:
                 shard.replay(record)
             if self._group_records and getattr(result.records[0], "producer", None) is None:
                 broker.metrics.coordinator_records(result.records)
-            broker.purgatory.notify((self.topic, host.partition), len(batch))
+            broker.purgatory.notify(TopicPartition(self.topic, host.partition), len(batch))
             broker.flusher.appended(plog, plog.config.flush_policy)
         self._apply_timers(host, shard, result.timers)
         if not result.responses and self._after_durable is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-TopicPartition = tuple[str, int]
+from groupstream.protocol.topic_partition import TopicPartition
 
 
 class _Waiter:

@@ -29,6 +29,7 @@ from groupstream.broker.coordinator_runtime import CoordinatorRuntime, Shard
 from groupstream.broker.group_routing import partition_for
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, offsets_topic_configs
 from groupstream.protocol.compiler import CompiledApi
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.errors import StaleMarkerError, StorageError, UnknownTopicError
 from groupstream.transaction.records import encode_record, transaction_records
@@ -64,8 +65,8 @@ class TxnTopics:
         info = self._catalog.get_topic(topic)
         return None if info is None else info.partitions
 
-    def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        return OFFSETS_TOPIC, partition_for(group_id, self._offsets_partitions)
+    def offsets_partition(self, group_id: str) -> TopicPartition:
+        return TopicPartition(OFFSETS_TOPIC, partition_for(group_id, self._offsets_partitions))
 
 
 class TransactionCoordinator:
@@ -150,11 +151,11 @@ class TransactionCoordinator:
         for job in result.markers:
             self._write_markers(partition, job, set(job.partitions))
 
-    def _write_markers(self, partition: int, job: MarkerJob, todo: set[tuple[str, int]]) -> None:
+    def _write_markers(self, partition: int, job: MarkerJob, todo: set[TopicPartition]) -> None:
         broker = self._broker
         now = broker.now_ms()
         waits: list[asyncio.Future[None]] = []
-        failed: set[tuple[str, int]] = set()
+        failed: set[TopicPartition] = set()
         for topic, index in sorted(todo):
             try:
                 plog = broker.catalog.log(topic, index)
@@ -168,11 +169,11 @@ class TransactionCoordinator:
             except StorageError as e:
                 log.warning("transaction %r: the %s marker for %s-%d failed (%s); retrying", job.transactional_id,
                             "commit" if job.commit else "abort", topic, index, e)  # fmt: skip
-                failed.add((topic, index))
+                failed.add(TopicPartition(topic, index))
                 continue
             # The marker's bytes wake the fetches parked on the partition; a read_committed one re-reads (the
             # marker moved the last stable offset) and parks again while too little is readable.
-            broker.purgatory.notify((topic, index), marker.size_bytes)
+            broker.purgatory.notify(TopicPartition(topic, index), marker.size_bytes)
             broker.flusher.appended(plog, plog.config.flush_policy)
             waits.append(broker.flusher.wait_flushed(plog, plog.log_end_offset))
             if topic == OFFSETS_TOPIC and self.on_offsets_marker is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from groupstream.cli.errors import UserError
 from groupstream.cli.pipeline_stop import StopRequest, stop_query
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.spark.pipeline import (
     AVAILABLE_NOW,
     PipelineError,
@@ -79,7 +80,7 @@ def run_member(args: argparse.Namespace, spec: PipelineSpec) -> int:
         spark.stop()
 
 
-def _log_ends(bootstrap: str, spec: PipelineSpec) -> dict[tuple[str, int], int]:
+def _log_ends(bootstrap: str, spec: PipelineSpec) -> dict[TopicPartition, int]:
     """The log end of every partition the pipeline reads, now: what "caught up" means for this run."""
     from groupstream.spark.cluster import Cluster
     from groupstream.spark.options import parse_source_options
@@ -93,11 +94,11 @@ def _log_ends(bootstrap: str, spec: PipelineSpec) -> dict[tuple[str, int], int]:
         cluster.close()
 
 
-def _covers(published: dict[tuple[str, int], int], target: dict[tuple[str, int], int]) -> bool:
+def _covers(published: dict[TopicPartition, int], target: dict[TopicPartition, int]) -> bool:
     return all(end == 0 or published.get(tp, 0) >= end for tp, end in target.items())
 
 
-def _rows(offsets: dict[tuple[str, int], int]) -> list[list[Any]]:
+def _rows(offsets: dict[TopicPartition, int]) -> list[list[Any]]:
     return [[t, p, o] for (t, p), o in sorted(offsets.items())]
 
 

@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.storage.fileio import fsync_directory
 
-TopicPartition = tuple[str, int]
 """(topic, partition): plain tuples, as the Spark source plans them."""
 
 __all__ = ["LEDGER_DIR", "STAGING_DIR", "LedgerEntry", "OffsetLedger", "PublishRejected"]
@@ -78,7 +78,7 @@ class LedgerEntry:
     """The id of the topic each partition's offset belongs to, where known."""
 
     def to_json(self) -> str:
-        rows = [[t, p, o, *([self.topic_ids[(t, p)]] if (t, p) in self.topic_ids else [])]
+        rows = [[t, p, o, *([self.topic_ids[TopicPartition(t, p)]] if (t, p) in self.topic_ids else [])]
                 for (t, p), o in sorted(self.offsets.items())]  # fmt: skip
         return json.dumps(
             {
@@ -99,9 +99,9 @@ class LedgerEntry:
             seq=int(raw["seq"]),
             member=str(raw["member"]),
             batch=str(raw["batch"]),
-            offsets={(str(r[0]), int(r[1])): int(r[2]) for r in rows},
+            offsets={TopicPartition(str(r[0]), int(r[1])): int(r[2]) for r in rows},
             files=tuple((str(name), str(staged)) for name, staged in raw["files"]),
-            topic_ids={(str(r[0]), int(r[1])): str(r[3]) for r in rows if len(r) > 3},
+            topic_ids={TopicPartition(str(r[0]), int(r[1])): str(r[3]) for r in rows if len(r) > 3},
         )
 
 

@@ -35,7 +35,7 @@ __all__ = [
     "warning_text",
 ]
 
-TopicPartition = tuple[str, int]
+from groupstream.protocol.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,12 @@ import threading
 from collections.abc import Mapping
 
 from groupstream.client.net.security import SECURITY_PROPERTIES
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.spark.options import SourceOptions
 
 __all__ = ["GroupMembership"]
 
 log = logging.getLogger("groupstream.spark")
-
-TopicPartition = tuple[str, int]
 
 _POLL_TIMEOUT_S = 0.2
 _CLIENT_PROPERTIES_KEPT = {
@@ -65,21 +64,21 @@ class GroupMembership:
 
     # --- the rebalance listener (runs on the membership thread, inside poll) -------------------------------
 
-    def on_partitions_assigned(self, partitions: object) -> None:
-        parts = _tuples(partitions)
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None:
+        parts = frozenset(partitions)
         if parts:
-            self._consumer.pause(list(partitions))  # type: ignore[call-overload]
+            self._consumer.pause(partitions)
         with self._lock:
             self._owned = self._owned | parts
         log.info("region membership: assigned %s", sorted(parts))
 
-    def on_partitions_revoked(self, partitions: object) -> None:
-        parts = _tuples(partitions)
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None:
+        parts = frozenset(partitions)
         with self._lock:
             self._owned = self._owned - parts
         log.info("region membership: revoked %s", sorted(parts))
 
-    def on_partitions_lost(self, partitions: object) -> None:
+    def on_partitions_lost(self, partitions: list[TopicPartition]) -> None:
         self.on_partitions_revoked(partitions)
 
     # --- what the source uses -----------------------------------------------------------------------------
@@ -101,8 +100,6 @@ class GroupMembership:
     # --- the membership thread ----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        from groupstream.assignment.types import TopicPartition as TP
-
         try:
             while not self._stop.is_set():
                 self._consumer.poll(_POLL_TIMEOUT_S)
@@ -113,7 +110,7 @@ class GroupMembership:
                     mine = {tp: o for tp, o in pending.items() if tp in self._owned}
                 if mine:
                     try:
-                        self._consumer.commit({TP(t, p): o for (t, p), o in mine.items()}, asynchronous=True)
+                        self._consumer.commit(mine, asynchronous=True)
                     except Exception as e:  # progress reporting must not stop the pipeline
                         log.warning("region membership: commit failed: %s", e)
         except BaseException as e:
@@ -122,6 +119,3 @@ class GroupMembership:
         finally:
             self._consumer.close()
 
-
-def _tuples(partitions: object) -> frozenset[TopicPartition]:
-    return frozenset((tp.topic, tp.partition) for tp in partitions)  # type: ignore[attr-defined]

@@ -27,7 +27,8 @@ __all__ = [
     "topic_ids_of",
 ]
 
-TopicPartition = tuple[str, int]
+from groupstream.protocol.topic_partition import TopicPartition
+
 TOPIC_IDS_KEY = "@topicIds"
 
 
@@ -67,7 +68,7 @@ def to_spark_offsets(
 
 def from_spark_offsets(offsets: Mapping[str, Any]) -> dict[TopicPartition, int]:
     return {
-        (topic, int(p)): int(o) for topic, parts in offsets.items() if topic != TOPIC_IDS_KEY for p, o in parts.items()
+        TopicPartition(topic, int(p)): int(o) for topic, parts in offsets.items() if topic != TOPIC_IDS_KEY for p, o in parts.items()
     }
 
 

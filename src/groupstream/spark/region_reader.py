@@ -48,22 +48,16 @@ Ranges = dict[TopicPartition, tuple[int, int]]
 
 
 def plan_to_spark(member: str, plan: BatchPlan) -> dict[str, Any]:
-    ranges = [[t, p, s, e, plan.topic_ids.get((t, p))] for (t, p), (s, e) in sorted(plan.ranges.items())]
-    out: dict[str, Any] = {"member": member, "ranges": ranges}
-    if plan.expected:
-        out["expected"] = [[t, p, o, i] for (t, p), (o, i) in sorted(plan.expected.items())]
+    rows = plan.rows()
+    out: dict[str, Any] = {"member": member, "ranges": rows["ranges"]}
+    if rows["expected"]:
+        out["expected"] = rows["expected"]
     return out
 
 
 def plan_from_spark(offset: dict[str, Any]) -> BatchPlan:
     """The batch plan in Spark's offsets (rows without a topic id: written before ids were kept)."""
-    rows = offset.get("ranges", [])
-    return BatchPlan(
-        "",
-        {(str(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows},
-        {(str(r[0]), int(r[1])): str(r[4]) for r in rows if len(r) > 4 and r[4] is not None},
-        {(str(t), int(p)): (int(o), None if i is None else str(i)) for t, p, o, i in offset.get("expected", [])},
-    )
+    return BatchPlan.from_rows("", offset)
 
 
 def plan_key(member: str, plan: BatchPlan) -> str:
@@ -126,7 +120,7 @@ class RegionReaderCore:
                     log.warning("%s", warning_text(loss))
                 if loss.kind is LossKind.GONE and loss.topic_gone:
                     self._gone.add((loss.topic, loss.old_id))
-        anew = {(loss.topic, p) for loss in losses if loss.reads_from_earliest for p, _, _ in loss.partitions}
+        anew = {TopicPartition(loss.topic, p) for loss in losses if loss.reads_from_earliest for p, _, _ in loss.partitions}
         unseen = [tp for tp in now if tp not in published]
         begin = dict(self._resolve_start(unseen)) if unseen else {}
         begin |= dict(self._earliest(sorted(anew & now.keys()))) if anew & now.keys() else {}
@@ -155,18 +149,19 @@ class RegionReaderCore:
         kind and pair of topic ids. A partition whose topic is unsettled now is left alone."""
         events: dict[tuple[LossKind, str, str | None, str | None], list[tuple[int, int, int | None]]] = {}
         gone_topics: set[str] = set()
-        for (t, p), was in sorted(published.items()):
-            old, new = published_ids.get((t, p)), ids.get((t, p))
+        for tp, was in sorted(published.items()):
+            t, p = tp
+            old, new = published_ids.get(tp), ids.get(tp)
             if t in view.unsettled:
                 continue
-            if (t, p) not in now:
+            if tp not in now:
                 events.setdefault((LossKind.GONE, t, old, None), []).append((p, was, None))
                 if not any(tp[0] == t for tp in view.latest):
                     gone_topics.add(t)
             elif old is not None and new is not None and old != new:
-                events.setdefault((LossKind.RECREATED, t, old, new), []).append((p, was, now[(t, p)]))
-            elif now[(t, p)] < was:
-                events.setdefault((LossKind.WENT_BACK, t, old, new), []).append((p, was, now[(t, p)]))
+                events.setdefault((LossKind.RECREATED, t, old, new), []).append((p, was, now[tp]))
+            elif now[tp] < was:
+                events.setdefault((LossKind.WENT_BACK, t, old, new), []).append((p, was, now[tp]))
         return [
             DataLoss(kind, t, tuple(parts), old, new, topic_gone=t in gone_topics)
             for (kind, t, old, new), parts in events.items()
@@ -176,7 +171,8 @@ class RegionReaderCore:
         parsed = plan_from_spark(end)
         plan = BatchPlan(plan_key(self.member, parsed), parsed.ranges, parsed.topic_ids, parsed.expected)
         write_plan(self.ledger.root, self.member, plan)
-        work = [OffsetRange(t, p, s, e, topic_id=plan.topic_ids.get((t, p))) for (t, p), (s, e) in sorted(plan.ranges.items())]
+        work = [OffsetRange(t, p, s, e, topic_id=plan.topic_ids.get(TopicPartition(t, p)))
+                for (t, p), (s, e) in sorted(plan.ranges.items())]
         return split_ranges(work, self.options.min_partitions)
 
     def stop(self) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.region.ledger import OffsetLedger, PublishRejected
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ __all__ = ["PLANS_DIR", "BatchPlan", "RegionTable", "read_plan", "write_plan"]
 PLANS_DIR = "_plans"
 log = logging.getLogger("groupstream.spark")
 
-Ranges = dict[tuple[str, int], tuple[int, int]]
+Ranges = dict[TopicPartition, tuple[int, int]]
 
 
 class BatchPlan:
@@ -45,30 +46,41 @@ class BatchPlan:
     def __init__(
         self,
         key: str,
-        ranges: Mapping[tuple[str, int], tuple[int, int]],
-        topic_ids: Mapping[tuple[str, int], str] | None = None,
-        expected: Mapping[tuple[str, int], tuple[int, str | None]] | None = None,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        topic_ids: Mapping[TopicPartition, str] | None = None,
+        expected: Mapping[TopicPartition, tuple[int, str | None]] | None = None,
     ) -> None:
         self.key = key
         self.ranges: Ranges = dict(ranges)
-        self.topic_ids: dict[tuple[str, int], str] = dict(topic_ids or {})
-        self.expected: dict[tuple[str, int], tuple[int, str | None]] = dict(expected or {})
+        self.topic_ids: dict[TopicPartition, str] = dict(topic_ids or {})
+        self.expected: dict[TopicPartition, tuple[int, str | None]] = dict(expected or {})
+
+    def rows(self) -> dict[str, list[list[Any]]]:
+        """The ranges (``[topic, partition, start, end, topic id]``) and the expected offsets (``[topic,
+        partition, offset, topic id]``) as JSON rows: the plan file's form and Spark's offset's."""
+        ranges = [[tp[0], tp[1], s, e, self.topic_ids.get(tp)] for tp, (s, e) in sorted(self.ranges.items())]
+        expected = [[t, p, o, i] for (t, p), (o, i) in sorted(self.expected.items())]
+        return {"ranges": ranges, "expected": expected}
+
+    @classmethod
+    def from_rows(cls, key: str, raw: Mapping[str, Any]) -> BatchPlan:
+        """The plan of `rows` (ranges without a topic id were written before ids were kept)."""
+        rows = raw.get("ranges", [])
+        return cls(
+            key,
+            {TopicPartition(str(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows},
+            {TopicPartition(str(r[0]), int(r[1])): str(r[4]) for r in rows if len(r) > 4 and r[4] is not None},
+            {TopicPartition(str(t), int(p)): (int(o), None if i is None else str(i))
+             for t, p, o, i in raw.get("expected", [])},
+        )
 
     def to_json(self) -> str:
-        rows = [[t, p, s, e, self.topic_ids.get((t, p))] for (t, p), (s, e) in sorted(self.ranges.items())]
-        expected = [[t, p, o, i] for (t, p), (o, i) in sorted(self.expected.items())]
-        return json.dumps({"key": self.key, "ranges": rows, "expected": expected}, sort_keys=True)
+        return json.dumps({"key": self.key, **self.rows()}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> BatchPlan:
         raw = json.loads(text)
-        rows = raw["ranges"]
-        return cls(
-            str(raw["key"]),
-            {(str(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows},
-            {(str(r[0]), int(r[1])): str(r[4]) for r in rows if len(r) > 4 and r[4] is not None},
-            {(str(t), int(p)): (int(o), None if i is None else str(i)) for t, p, o, i in raw.get("expected", [])},
-        )
+        return cls.from_rows(str(raw["key"]), raw)
 
 
 def _plan_path(table: Path, member: str) -> Path:
@@ -190,5 +202,5 @@ def _rows_in(path: Path) -> int:
     return int(pq.read_metadata(path).num_rows)
 
 
-def _rows(ranges: Mapping[tuple[str, int], tuple[int, int]]) -> list[list[Any]]:
+def _rows(ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[list[Any]]:
     return [[t, p, s, e] for (t, p), (s, e) in sorted(ranges.items())]

@@ -278,7 +278,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("%s", warning_text(loss))
         first = starts(begin, finish, losses, self.cluster.earliest)
         ranges = [
-            OffsetRange(t, p, first[(t, p)], e, topic_id=finish.topic_ids.get(t))
+            OffsetRange(t, p, first[TopicPartition(t, p)], e, topic_id=finish.topic_ids.get(t))
             for (t, p), e in sorted(finish.offsets.items())
         ]
         return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions)]

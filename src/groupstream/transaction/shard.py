@@ -91,7 +91,7 @@ class TxnTopicsView(Protocol):
 
     def partition_count(self, topic: str) -> int | None: ...
 
-    def offsets_partition(self, group_id: str) -> tuple[str, int]: ...
+    def offsets_partition(self, group_id: str) -> TopicPartition: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +362,7 @@ class TransactionShard:
                             topics: list[tuple[str, list[int]]], verify_only: bool, now_ms: int,
                             view: TxnTopicsView, ahead: dict[str, TxnMetadata] | None = None,
                             ) -> tuple[dict[TopicPartition, int], TxnResult]:
-        wanted = [(t, p) for t, ps in topics for p in ps]
+        wanted = [TopicPartition(t, p) for t, ps in topics for p in ps]
         unknown = {tp for tp in wanted if not _exists(view, tp)}
         code, m = self._check_producer(ADD_PARTITIONS_TO_TXN, version, tid, pid, epoch, ahead)
         if code == ErrorCode.NONE and unknown:
@@ -548,5 +548,5 @@ def _exists(view: TxnTopicsView, tp: TopicPartition) -> bool:
 def _topic_results(R: Any, topics: list[tuple[str, list[int]]], codes: dict[TopicPartition, int]) -> list[Any]:
     T = R.AddPartitionsToTxnTopicResult
     P = T.AddPartitionsToTxnPartitionResult
-    return [T(name=t, results_by_partition=[P(partition_index=p, partition_error_code=codes[(t, p)]) for p in ps])
+    return [T(name=t, results_by_partition=[P(partition_index=p, partition_error_code=codes[TopicPartition(t, p)]) for p in ps])
             for t, ps in topics]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Any
 
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.state_table import TransitionTable
 
 __all__ = [
@@ -25,8 +26,6 @@ __all__ = [
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-
-TopicPartition = tuple[str, int]
 
 
 class TxnState(IntEnum):

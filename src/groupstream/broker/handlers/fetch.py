@@ -21,6 +21,7 @@ from groupstream.broker.handlers import handles
 from groupstream.protocol.bodies import FETCH
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage.errors import CorruptRangeError, LogOfflineError, OffsetOutOfRange
 from groupstream.storage.log import PartitionLog
@@ -98,7 +99,7 @@ def _denied_topics(broker: Broker, request: Request) -> frozenset[str]:
 
 def _collect(
     broker: Broker, request: Request, denied: frozenset[str]
-) -> tuple[Any, int, list[tuple[str, int]], bool, dict[str, int]]:
+) -> tuple[Any, int, list[TopicPartition], bool, dict[str, int]]:
     """Read every requested partition once: (response, bytes read, partitions watched, any error, bytes read
     per topic)."""
     req = request.body
@@ -112,7 +113,7 @@ def _collect(
     read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
     total = 0
     failed = False
-    keys: list[tuple[str, int]] = []
+    keys: list[TopicPartition] = []
     sizes: dict[str, int] = {}
     topics_out = []
     for ft in req.topics:
@@ -163,7 +164,7 @@ def _collect(
             total += n
             sizes[topic.name] = sizes.get(topic.name, 0) + n
             remaining = max(0, remaining - n)
-            keys.append((topic.name, idx))
+            keys.append(TopicPartition(topic.name, idx))
             parts.append(
                 PD(
                     partition_index=idx,

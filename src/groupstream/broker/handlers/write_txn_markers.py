@@ -23,6 +23,7 @@ from groupstream.broker.offsets_topic import OFFSETS_TOPIC
 from groupstream.protocol.bodies import WRITE_TXN_MARKERS
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.security.acl import Operation
 from groupstream.storage.errors import StaleMarkerError, StorageError
 
@@ -85,7 +86,7 @@ def _write(broker: Broker, topic: str, idx: int, m: Any, now: int, waits: list[a
     except StorageError as e:
         log.warning("WriteTxnMarkers to %s-%d answered KAFKA_STORAGE_ERROR: %s", topic, idx, e)
         return ErrorCode.KAFKA_STORAGE_ERROR
-    broker.purgatory.notify((topic, idx), info.size_bytes)
+    broker.purgatory.notify(TopicPartition(topic, idx), info.size_bytes)
     policy = plog.config.flush_policy
     broker.flusher.appended(plog, policy)
     if policy == "always":  # as an acks=all produce waits

@@ -40,6 +40,7 @@ from groupstream.protocol.consumer_protocol import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
+from groupstream.protocol.topic_partition import ByPartition
 
 
 class GroupCalls(TopicCalls):
@@ -301,7 +302,7 @@ class GroupCalls(TopicCalls):
         return dict(sorted(out.items()))
 
     def alter_group_offsets(
-        self, group: str, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata]
+        self, group: str, offsets: ByPartition[int | OffsetAndMetadata]
     ) -> None:
         """Commit ``offsets`` for ``group`` as an assign-mode consumer does (generation -1, no member).
 
@@ -309,8 +310,8 @@ class GroupCalls(TopicCalls):
         (or REBALANCE_IN_PROGRESS), which is raised.
         """
         commits = {
-            tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
-            for tp, o in offsets.items()
+            (t, p): o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+            for (t, p), o in offsets.items()
         }
         if not commits:
             return

@@ -39,6 +39,7 @@ from groupstream.client.metadata import ClusterMetadata
 from groupstream.client.net.metadata import MetadataCache
 from groupstream.client.net.network_client import NetworkClient
 from groupstream.client.net.network_thread import EventTimeoutError, NetworkThread, monotonic_ms
+from groupstream.protocol.topic_partition import ByPartition
 
 __all__ = ["Consumer", "WakeupError"]
 
@@ -167,7 +168,7 @@ class Consumer:
 
         self._call(go)
 
-    def assign(self, partitions: Partitions, *, offsets: Mapping[TopicPartition | tuple[str, int], int] | None = None) -> None:
+    def assign(self, partitions: Partitions, *, offsets: ByPartition[int] | None = None) -> None:
         """Own exactly ``partitions``, outside any group (positions: committed offsets of ``group.id`` if set,
         else ``auto.offset.reset``). ``offsets`` starts some of them there, as ``seek`` would, but with no offset
         lookup in between: with ``auto.offset.reset=none`` an assign followed by a seek could fail first."""
@@ -365,7 +366,7 @@ class Consumer:
         return {tp: o for tp, (o, _ts) in sorted(found.items())}
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition | tuple[str, int], int], timeout: float | None = None
+        self, timestamps: ByPartition[int], timeout: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         """For each partition, the earliest (offset, timestamp) whose timestamp is at or after the given one
         (ms), or None when no record is that late."""
@@ -391,7 +392,7 @@ class Consumer:
 
     def commit(
         self,
-        offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata] | None = None,
+        offsets: ByPartition[int | OffsetAndMetadata] | None = None,
         asynchronous: bool = False,
         callback: Callable[[BaseException | None, dict[TopicPartition, OffsetAndMetadata]], None] | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata] | None:
