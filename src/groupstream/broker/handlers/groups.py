@@ -12,7 +12,7 @@ import asyncio
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from groupstream.broker.coordinator_runtime import CoordinatorRuntime, ShardStatus
 from groupstream.broker.group_errors import (
@@ -22,6 +22,18 @@ from groupstream.broker.group_errors import (
     offset_fetch_group_errors,
 )
 from groupstream.broker.handlers import handles
+from groupstream.protocol.bodies import (
+    CONSUMER_GROUP_DESCRIBE,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    FindCoordinatorResponse,
+    ListGroupsResponse,
+)
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.primitives import ZERO_UUID
@@ -38,7 +50,7 @@ def _client(broker: Broker, request: Request) -> tuple[str, str]:
     return request.header.client_id or "", broker.current_client_host
 
 
-def _to_group_shard(broker: Broker, request: Request, group_id: str) -> Any:
+def _to_group_shard(broker: Broker, request: Request, group_id: str) -> asyncio.Future[Any]:
     runtime = broker.coordinator
     client_id, host = _client(broker, request)
     return runtime.submit(runtime.partition_for(group_id), request.api, request.version, request.body, client_id, host)
@@ -66,9 +78,9 @@ def _lookup(broker: Broker, key_type: int, key: str) -> tuple[int, str | None]:
 
 
 @handles("FindCoordinator")
-def handle_find_coordinator(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
-    req = request.body
+def handle_find_coordinator(broker: Broker, request: Request) -> FindCoordinatorResponse:
+    R = FIND_COORDINATOR.Response
+    req = FIND_COORDINATOR.body_of(request)
     node = broker.config.node_id
     host, port = broker.config.advertised
     if request.version >= 4:
@@ -102,39 +114,31 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
 # -- one group per request ---------------------------------------------------------------------------------
 
 
+class _OneGroup(Protocol):
+    """The body of a request naming one group (JoinGroup ... ConsumerGroupHeartbeat, OffsetFetch v0-7)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+
 def _to_authorized_group_shard(broker: Broker, request: Request, operation: Operation) -> Any:
     """A request naming one group, answered GROUP_AUTHORIZATION_FAILED as a whole when the principal may not
     perform ``operation`` on the group (Kafka's table: READ to be a member or commit, DESCRIBE to fetch
     offsets, DELETE to delete offsets)."""
-    group_id = request.body.group_id
-    if not broker.authorizer.allowed(operation, ResourceType.GROUP, group_id):
-        return error_response(request.api, request.version, request.body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return _to_group_shard(broker, request, group_id)
+    body: _OneGroup = request.body
+    if not broker.authorizer.allowed(operation, ResourceType.GROUP, body.group_id):
+        return error_response(request.api, request.version, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return _to_group_shard(broker, request, body.group_id)
 
 
-@handles("JoinGroup")
-def handle_join_group(broker: Broker, request: Request) -> Any:
+def handle_member_request(broker: Broker, request: Request) -> Any:
+    """A member's request (join, sync, heartbeat, leave; the classic and the KIP-848 protocols): READ on its
+    group, then its group's shard."""
     return _to_authorized_group_shard(broker, request, Operation.READ)
 
 
-@handles("SyncGroup")
-def handle_sync_group(broker: Broker, request: Request) -> Any:
-    return _to_authorized_group_shard(broker, request, Operation.READ)
-
-
-@handles("Heartbeat")
-def handle_heartbeat(broker: Broker, request: Request) -> Any:
-    return _to_authorized_group_shard(broker, request, Operation.READ)
-
-
-@handles("LeaveGroup")
-def handle_leave_group(broker: Broker, request: Request) -> Any:
-    return _to_authorized_group_shard(broker, request, Operation.READ)
-
-
-@handles("ConsumerGroupHeartbeat")
-def handle_consumer_group_heartbeat(broker: Broker, request: Request) -> Any:
-    return _to_authorized_group_shard(broker, request, Operation.READ)
+for _member_api in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "ConsumerGroupHeartbeat"):
+    handles(_member_api)(handle_member_request)
 
 
 @handles("OffsetCommit")
@@ -152,14 +156,15 @@ def _with_topics_authorized(broker: Broker, request: Request, group_op: Operatio
     ``topic_op`` are taken out of the request and answered TOPIC_AUTHORIZATION_FAILED per partition, beside
     the coordinator's answer for the rest, as Kafka does."""
     auth = broker.authorizer
-    body = request.body
+    body = OFFSET_COMMIT.body_of(request) if request.api is OFFSET_COMMIT else OFFSET_DELETE.body_of(request)
     if not auth.allowed(group_op, ResourceType.GROUP, body.group_id):
         return error_response(request.api, request.version, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    denied = [t for t in body.topics if not auth.allowed(topic_op, ResourceType.TOPIC, _topic_name(broker, t))]
+    topics: list[Any] = list(body.topics)  # OffsetCommit's or OffsetDelete's request topics
+    denied = [t for t in topics if not auth.allowed(topic_op, ResourceType.TOPIC, _topic_name(broker, t))]
     if not denied:
         return _to_group_shard(broker, request, body.group_id)
-    refused = _partition_errors(request.api.Response, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    rest = [t for t in body.topics if t not in denied]
+    refused = _partition_errors(request, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    rest = [t for t in topics if t not in denied]
     if not rest:
         return error_response(request.api, request.version, body._replace(topics=[]), ErrorCode.NONE)._replace(
             topics=refused
@@ -181,16 +186,16 @@ def _topic_name(broker: Broker, topic: Any) -> str:
     return found.name if found is not None else ""
 
 
-def _partition_errors(R: Any, topics: list[Any], code: int) -> list[Any]:
+def _partition_errors(request: Request, topics: list[Any], code: int) -> list[Any]:
     """OffsetCommit's or OffsetDelete's answer for ``topics`` of the request: ``code`` for each partition."""
-    if hasattr(R, "OffsetCommitResponseTopic"):
-        T = R.OffsetCommitResponseTopic
+    if request.api is OFFSET_COMMIT:
+        T = OFFSET_COMMIT.Response.OffsetCommitResponseTopic
         P = T.OffsetCommitResponsePartition
         return [T(name=t.name, topic_id=t.topic_id, partitions=[P(partition_index=p.partition_index, error_code=code)
                                                                 for p in t.partitions]) for t in topics]  # fmt: skip
-    T = R.OffsetDeleteResponseTopic
-    P = T.OffsetDeleteResponsePartition
-    return [T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+    D = OFFSET_DELETE.Response.OffsetDeleteResponseTopic
+    DP = D.OffsetDeleteResponsePartition
+    return [D(name=t.name, partitions=[DP(partition_index=p.partition_index, error_code=code) for p in t.partitions])
             for t in topics]  # fmt: skip
 
 
@@ -280,8 +285,8 @@ def _scatter_authorized(
 
 @handles("DescribeGroups")
 def handle_describe_groups(broker: Broker, request: Request) -> Any:
-    body = request.body
-    R = request.api.Response
+    body = DESCRIBE_GROUPS.body_of(request)
+    R = DESCRIBE_GROUPS.Response
     return _scatter_authorized(
         broker, request, Operation.DESCRIBE, list(body.groups), lambda g: g,
         lambda ids: describe_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
@@ -293,8 +298,8 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
 
 @handles("ConsumerGroupDescribe")
 def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
-    body = request.body
-    R = request.api.Response
+    body = CONSUMER_GROUP_DESCRIBE.body_of(request)
+    R = CONSUMER_GROUP_DESCRIBE.Response
     return _scatter_authorized(
         broker, request, Operation.DESCRIBE, list(body.group_ids), lambda g: g,
         lambda ids: error_response(request.api, request.version, body._replace(group_ids=ids),
@@ -307,8 +312,8 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
 
 @handles("DeleteGroups")
 def handle_delete_groups(broker: Broker, request: Request) -> Any:
-    body = request.body
-    R = request.api.Response
+    body = DELETE_GROUPS.body_of(request)
+    R = DELETE_GROUPS.Response
     return _scatter_authorized(
         broker, request, Operation.DELETE, list(body.groups_names), lambda g: g,
         lambda ids: delete_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
@@ -320,10 +325,10 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
 
 @handles("OffsetFetch")
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
-    body = request.body
+    body = OFFSET_FETCH.body_of(request)
     if request.version < 8:
         return _to_authorized_group_shard(broker, request, Operation.DESCRIBE)
-    R = request.api.Response
+    R = OFFSET_FETCH.Response
     return _scatter_authorized(
         broker, request, Operation.DESCRIBE, list(body.groups), lambda g: g.group_id,
         lambda ids: offset_fetch_group_errors(R, ids, ErrorCode.GROUP_AUTHORIZATION_FAILED),
@@ -334,9 +339,9 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
 
 
 @handles("ListGroups")
-def handle_list_groups(broker: Broker, request: Request) -> Any:
+def handle_list_groups(broker: Broker, request: Request) -> asyncio.Future[ListGroupsResponse]:
     runtime = broker.coordinator
-    R = request.api.Response
+    R = LIST_GROUPS.Response
     client_id, host = _client(broker, request)
     loading = any(runtime.status(p) is ShardStatus.LOADING for p in range(runtime.num_partitions))
     auth = broker.authorizer
@@ -347,9 +352,9 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
         for p in runtime.active_partitions()
     ]
 
-    async def gather() -> Any:
-        answers = await asyncio.gather(*futures)
-        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+    async def gather() -> ListGroupsResponse:
+        answers: list[ListGroupsResponse] = await asyncio.gather(*futures)
+        code: int = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
         for answer in answers:
             if answer.error_code and answer.error_code != ErrorCode.NOT_COORDINATOR and not code:
                 code = answer.error_code

@@ -19,16 +19,20 @@ from groupstream.broker.handlers.transactions import (
 )
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.broker.server import NO_RESPONSE
+from groupstream.protocol.bodies import PRODUCE, ProduceResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records.batch_header import NO_PRODUCER_ID, iter_batches
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.security.acl import Operation, ResourceType
 from groupstream.storage import producer_state as ps
 from groupstream.storage.errors import LogWriteError, RecordTooLargeError, StorageError
+from groupstream.storage.log import PartitionLog
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
+    from groupstream.protocol.bodies import Buffer
 
 log = logging.getLogger("groupstream.broker.produce")
 
@@ -38,7 +42,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     """Where ``transaction.version`` 2 is finalized, a Produce v12+ (a KIP-890 part 2 client) with transactional
     batches for partitions not yet in its transaction first has the transaction coordinator add them (as an
     AddPartitionsToTxn would), then appends; older clients must have added them themselves."""
-    tid = request.body.transactional_id
+    tid = PRODUCE.body_of(request).transactional_id
     gates = broker.transactions.produce_gates
     before = gates.get(tid) if tid is not None else None
     adds = _implicit_adds(broker, request)
@@ -67,17 +71,17 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     return asyncio.ensure_future(after_add())
 
 
-def _implicit_adds(broker: Broker, request: Request) -> tuple[str, int, int, list[tuple[str, int]]] | None:
+def _implicit_adds(broker: Broker, request: Request) -> tuple[str, int, int, list[TopicPartition]] | None:
     """(transactional id, producer id, epoch, partitions) when a TV2 produce carries transactional batches of
     partitions its ongoing transaction does not hold yet; None when nothing is to be added first."""
-    req = request.body
+    req = PRODUCE.body_of(request)
     tid = req.transactional_id
     if request.version < 12 or tid is None or broker.config.transaction_version < 2:
         return None
     if not broker.authorizer.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return None
     by_id = request.version >= 13
-    wanted: list[tuple[str, int]] = []
+    wanted: list[TopicPartition] = []
     producer: tuple[int, int] | None = None
     for td in req.topic_data:
         topic = broker.catalog.topic_by_id(td.topic_id) if by_id else broker.catalog.get_topic(td.name)
@@ -92,23 +96,25 @@ def _implicit_adds(broker: Broker, request: Request) -> tuple[str, int, int, lis
                 continue  # the append refuses it with its reason
             if header.is_transactional and not header.is_control:
                 producer = producer or (header.producer_id, header.producer_epoch)
-                wanted.append((topic.name, pd.index))
+                wanted.append(TopicPartition(topic.name, pd.index))
     missing = partitions_outside_transaction(broker, tid, wanted) if producer is not None else []
     if producer is None or not missing:
         return None
     return tid, producer[0], producer[1], missing
 
 
-def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tuple[int, str]]) -> Any:
-    """The append; ``refused`` answers the partitions whose implicit add failed with a retriable error."""
-    req = request.body
-    R = request.api.Response
+def _produce(broker: Broker, request: Request, refused: dict[TopicPartition, tuple[int, str]]) -> Any:
+    """The append; ``refused`` answers the partitions whose implicit add failed with a retriable error (a
+    response body, `NO_RESPONSE` for acks=0, or a future of the body while a flush is awaited)."""
+    req = PRODUCE.body_of(request)
+    R = PRODUCE.Response
     PR = R.TopicProduceResponse.PartitionProduceResponse
     acks = req.acks
     now = broker.now_ms()
     # (topic response index, partition response index, the flush it waits for)
     waits: list[tuple[int, int, asyncio.Future[None]]] = []
-    topics_out: list[Any] = []
+    topics_out: list[ProduceResponse.TopicProduceResponse] = []
+    parts_out: list[list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse]] = []  # topics_out's
     by_id = request.version >= 13
     tid = req.transactional_id
     tid_denied = tid is not None and not broker.authorizer.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
@@ -117,7 +123,7 @@ def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tu
         unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         named = topic.name if topic is not None else td.name
         denied = bool(named) and not broker.authorizer.allowed(Operation.WRITE, ResourceType.TOPIC, named)
-        parts = []
+        parts: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
         for pd in td.partition_data:
             if denied:
                 parts.append(PR(index=pd.index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, base_offset=-1,
@@ -141,8 +147,8 @@ def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tu
                 continue
             plog = broker.catalog.log(topic.name, pd.index)
             message: str | None
-            if (topic.name, pd.index) in refused:
-                code, message = refused[(topic.name, pd.index)]
+            if refused and (tp := TopicPartition(topic.name, pd.index)) in refused:
+                code, message = refused[tp]
                 base = -1
             else:
                 code, base, message = _append(broker, plog, pd.records, now, tid)
@@ -164,13 +170,14 @@ def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tu
                 )
             )
         topics_out.append(R.TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=parts))
+        parts_out.append(parts)
     if acks == 0:
         return NO_RESPONSE
     body = R(responses=topics_out, throttle_time_ms=0)
     if not waits:
         return body
 
-    async def after_flush() -> Any:
+    async def after_flush() -> ProduceResponse:
         outcomes = await asyncio.gather(*(w for _, _, w in waits), return_exceptions=True)
         for (t, p, _), outcome in zip(waits, outcomes, strict=True):
             if isinstance(outcome, BaseException):
@@ -178,14 +185,15 @@ def _produce(broker: Broker, request: Request, refused: dict[tuple[str, int], tu
                     raise outcome
                 # Appended but not known durable: the producer retries, and an idempotent retry is
                 # answered as a duplicate once the flush succeeds (or fails again while it does not).
-                parts = topics_out[t].partition_responses
-                parts[p] = _storage_error(parts[p].index, PR, outcome)
+                answered = parts_out[t]  # the list the response holds: answered in place
+                answered[p] = _storage_error(answered[p].index, outcome)
         return body
 
     return asyncio.ensure_future(after_flush())
 
 
-def _append(broker: Broker, plog: Any, records: Any, now: int, tid: str | None) -> tuple[int, int, str | None]:
+def _append(broker: Broker, plog: PartitionLog, records: Buffer | None, now: int, tid: str | None
+            ) -> tuple[int, int, str | None]:
     """Returns (error code, base offset, error message)."""
     if records is None or len(records) == 0:
         return ErrorCode.CORRUPT_MESSAGE, -1, "no records"
@@ -201,7 +209,7 @@ def _append(broker: Broker, plog: Any, records: Any, now: int, tid: str | None) 
         return ErrorCode.INVALID_RECORD, -1, "clients may not write control batches"
     if first.is_transactional:
         refusal = verify_transactional_batch(broker, tid, first.producer_id, first.producer_epoch,
-                                             (plog.topic, plog.partition))  # fmt: skip
+                                             TopicPartition(plog.topic, plog.partition))  # fmt: skip
         if refusal is not None:
             return refusal
     data = bytearray(records)
@@ -226,11 +234,11 @@ def _append(broker: Broker, plog: Any, records: Any, now: int, tid: str | None) 
         return ErrorCode.INVALID_PRODUCER_EPOCH, -1, f"current producer epoch is {outcome.current_epoch}"
     if isinstance(outcome, ps.UnknownProducer):
         return ErrorCode.UNKNOWN_PRODUCER_ID, -1, None
-    broker.purgatory.notify((plog.topic, plog.partition), len(data))
+    broker.purgatory.notify(TopicPartition(plog.topic, plog.partition), len(data))
     broker.metrics.appended(plog.topic, len(data), sum(h.records_count for _, h in batches))
     return ErrorCode.NONE, outcome.base_offset, None
 
 
-def _storage_error(index: int, PR: Any, error: Exception) -> Any:
-    return PR(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
+def _storage_error(index: int, error: Exception) -> ProduceResponse.TopicProduceResponse.PartitionProduceResponse:
+    return PRODUCE.Response.TopicProduceResponse.PartitionProduceResponse(index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
               error_message=str(error))

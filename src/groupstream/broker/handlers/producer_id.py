@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupstream.broker.handlers import handles
 from groupstream.broker.handlers.transactions import init_transactional_producer_id
+from groupstream.protocol.bodies import INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.security.acl import Operation, ResourceType
@@ -25,10 +26,15 @@ _MAX_EPOCH = 32766
 
 @handles("InitProducerId")
 def handle_init_producer_id(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
-    if req.transactional_id is not None:  # the transaction coordinator's
+    req = INIT_PRODUCER_ID.body_of(request)
+    if req.transactional_id is not None:  # the transaction coordinator's (a future of its answer)
         return init_transactional_producer_id(broker, request)
+    return _idempotent_producer_id(broker, req)
+
+
+def _idempotent_producer_id(broker: Broker, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    """An idempotent producer's id: a new one, or the next epoch of the one it names (KIP-360)."""
+    R = INIT_PRODUCER_ID.Response
     auth = broker.authorizer
     # an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
     may_write = auth.allowed_on_cluster(Operation.IDEMPOTENT_WRITE) or auth.allowed_on_some(
@@ -36,8 +42,7 @@ def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     )
     if not may_write:
         return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
-    pid = getattr(req, "producer_id", -1)
-    epoch = getattr(req, "producer_epoch", -1)
+    pid, epoch = req.producer_id, req.producer_epoch  # -1, -1 before v3
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH:
         # A producer that lost track of its sequences asks for the next epoch of the same id.
         return R(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch + 1)

@@ -18,16 +18,28 @@ from groupstream.broker.group_errors import error_response as group_error_respon
 from groupstream.broker.handlers import handles
 from groupstream.broker.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from groupstream.broker.transaction_wiring import error_response
+from groupstream.protocol.bodies import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    INIT_PRODUCER_ID,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
+    TxnOffsetCommitResponse,
+)
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.protocol.messages import APIS
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.security.acl import Operation, ResourceType
 from groupstream.transaction.state import TxnState
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
-
-ADD_PARTITIONS_TO_TXN_KEY = 24
 
 
 def lookup_transaction_coordinator(broker: Broker, transactional_id: str) -> tuple[int, str | None]:
@@ -50,7 +62,7 @@ def lookup_transaction_coordinator(broker: Broker, transactional_id: str) -> tup
 
 
 def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int, producer_epoch: int,
-                               partition: tuple[str, int]) -> tuple[int, int, str] | None:
+                               partition: TopicPartition) -> tuple[int, int, str] | None:
     """KIP-890 part 1, on one node: a transactional batch is appended only if its partition is in its producer's
     ongoing transaction (so a late write of a fenced or finished transaction cannot open a new, never-ended
     one that would hold the last stable offset back). None if it may be appended, else (error, -1, why)."""
@@ -67,7 +79,7 @@ def verify_transactional_batch(broker: Broker, tid: str | None, producer_id: int
                 f"producer epoch {producer_epoch} is not the current {m.producer_epoch} of {tid!r}")  # fmt: skip
     if m.state is not TxnState.ONGOING or partition not in m.partitions:
         return (ErrorCode.INVALID_TXN_STATE, -1,
-                f"{partition[0]}-{partition[1]} is not in an ongoing transaction of {tid!r}")  # fmt: skip
+                f"{partition} is not in an ongoing transaction of {tid!r}")  # fmt: skip
     return None
 
 
@@ -79,7 +91,7 @@ _ADD_LATER = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR
                         ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})  # fmt: skip
 
 
-def partitions_outside_transaction(broker: Broker, tid: str, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def partitions_outside_transaction(broker: Broker, tid: str, partitions: list[TopicPartition]) -> list[TopicPartition]:
     """The partitions (once each) the ongoing transaction of ``tid`` does not hold yet; none when its shard is
     not serving or the id is unknown (the verification then answers why)."""
     shard, waiting = _serving_shard(broker, tid)
@@ -91,12 +103,12 @@ def partitions_outside_transaction(broker: Broker, tid: str, partitions: list[tu
 
 
 async def add_partitions_implicitly(broker: Broker, request: Request, tid: str, producer_id: int, epoch: int,
-                                    partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, str]]:
+                                    partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, str]]:
     """KIP-890 part 2 on one node: a TV2 client's Produce / TxnOffsetCommit adds its partitions to its transaction
     through the coordinator's AddPartitionsToTxn v5 (verify_only false), durable before the append. Returns the
     partitions to answer with a retriable NOT_ENOUGH_REPLICAS (and why); any other refusal is left to the
     verification that follows (fenced, not the producer's id, ...), which names it."""
-    api = APIS[ADD_PARTITIONS_TO_TXN_KEY]
+    api = ADD_PARTITIONS_TO_TXN
     Q = api.Request
     topics: dict[str, list[int]] = defaultdict(list)
     for topic, index in partitions:
@@ -108,9 +120,9 @@ async def add_partitions_implicitly(broker: Broker, request: Request, tid: str, 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _ADD_WAIT_MAX_S
     while True:
-        answer = await runtime.submit(runtime.partition_for(tid), api, 5, body, request.header.client_id or "",
+        answer: AddPartitionsToTxnResponse = await runtime.submit(runtime.partition_for(tid), api, 5, body, request.header.client_id or "",
                                       broker.current_client_host)  # fmt: skip
-        codes = {(t.name, r.partition_index): r.partition_error_code
+        codes = {TopicPartition(t.name, r.partition_index): r.partition_error_code
                  for txn in answer.results_by_transaction for t in txn.topic_results for r in t.results_by_partition}
         # The previous transaction's markers are being written (a TV2 client starts its next transaction as
         # soon as EndTxn is answered): wait here until they are (Kafka's brokers retry this add too, under
@@ -124,16 +136,17 @@ async def add_partitions_implicitly(broker: Broker, request: Request, tid: str, 
         if m is not None and m.state.is_preparing:  # else it ended meanwhile: ask again at once
             await asyncio.wait([ended], timeout=left)
         broker.transactions.forget_waiter(tid, ended)
-    later: dict[tuple[str, int], tuple[int, str]] = {}
+    later: dict[TopicPartition, tuple[int, str]] = {}
     for tp in partitions:
         code = answer.error_code or codes.get(tp, ErrorCode.NONE)
         if code in _ADD_LATER:
             later[tp] = (ErrorCode.NOT_ENOUGH_REPLICAS,
-                         f"the transaction of {tid!r} cannot take {tp[0]}-{tp[1]} yet ({ErrorCode(code).name}); retry")
+                         f"the transaction of {tid!r} cannot take {tp} yet ({ErrorCode(code).name}); retry")
     return later
 
 
-def to_transaction_shard(broker: Broker, request: Request, transactional_id: str) -> Any:
+def to_transaction_shard(broker: Broker, request: Request, transactional_id: str) -> asyncio.Future[Any]:
+    """The shard of ``transactional_id`` answers ``request`` (a future of its response body)."""
     runtime = broker.transactions.serving()
     return runtime.submit(runtime.partition_for(transactional_id), request.api, request.version, request.body,
                           request.header.client_id or "", broker.current_client_host)  # fmt: skip
@@ -148,7 +161,8 @@ def _denied(request: Request, code: int = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATI
 
 
 def init_transactional_producer_id(broker: Broker, request: Request) -> Any:
-    tid = request.body.transactional_id
+    tid = INIT_PRODUCER_ID.body_of(request).transactional_id
+    assert tid is not None  # producer_id routes only a request with one here
     if not _may_write(broker, tid):
         return _denied(request)
     return to_transaction_shard(broker, request, tid)
@@ -156,7 +170,7 @@ def init_transactional_producer_id(broker: Broker, request: Request) -> Any:
 
 @handles("AddPartitionsToTxn")
 def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
-    req = request.body
+    req = ADD_PARTITIONS_TO_TXN.body_of(request)
     if request.version >= 4:
         # the brokers' batched form (KIP-890 verification): only brokers send it, under CLUSTER_ACTION
         if not broker.authorizer.allowed_on_cluster(Operation.CLUSTER_ACTION):
@@ -171,7 +185,7 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
     auth = broker.authorizer
     refused = {t.name for t in req.v3_and_below_topics if not auth.allowed(Operation.WRITE, ResourceType.TOPIC, t.name)}
     if refused:  # Kafka: the refused topics say why, the others were not attempted
-        R = request.api.Response
+        R = ADD_PARTITIONS_TO_TXN.Response
         T = R.AddPartitionsToTxnTopicResult
         P = T.AddPartitionsToTxnPartitionResult
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=[
@@ -182,10 +196,10 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
     return to_transaction_shard(broker, request, tid)
 
 
-def _split_batched(broker: Broker, request: Request) -> Any:
+def _split_batched(broker: Broker, request: Request) -> asyncio.Future[AddPartitionsToTxnResponse]:
     """A batched AddPartitionsToTxn whose ids live on several shards: one request per shard, merged."""
-    req = request.body
-    by_shard: dict[int, list[Any]] = defaultdict(list)
+    req = ADD_PARTITIONS_TO_TXN.body_of(request)
+    by_shard: dict[int, list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]] = defaultdict(list)
     for t in req.transactions:
         by_shard[broker.transactions.partition_for(t.transactional_id)].append(t)
     runtime = broker.transactions.serving()
@@ -193,17 +207,17 @@ def _split_batched(broker: Broker, request: Request) -> Any:
                               request.header.client_id or "", broker.current_client_host)
                for p, ts in by_shard.items()]  # fmt: skip
 
-    async def merge() -> Any:
-        parts = await asyncio.gather(*futures)
+    async def merge() -> AddPartitionsToTxnResponse:
+        parts: list[AddPartitionsToTxnResponse] = await asyncio.gather(*futures)
         results = [r for part in parts for r in part.results_by_transaction]
-        return request.api.Response(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+        return ADD_PARTITIONS_TO_TXN.Response(throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
     return asyncio.ensure_future(merge())
 
 
 @handles("AddOffsetsToTxn")
 def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
-    req = request.body
+    req = ADD_OFFSETS_TO_TXN.body_of(request)
     if not _may_write(broker, req.transactional_id):
         return _denied(request)
     if not broker.authorizer.allowed(Operation.READ, ResourceType.GROUP, req.group_id):
@@ -213,16 +227,16 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
 
 @handles("EndTxn")
 def handle_end_txn(broker: Broker, request: Request) -> Any:
-    tid = request.body.transactional_id
+    tid = END_TXN.body_of(request).transactional_id
     if not _may_write(broker, tid):
         return _denied(request)
     return to_transaction_shard(broker, request, tid)
 
 
 @handles("DescribeTransactions")
-def handle_describe_transactions(broker: Broker, request: Request) -> Any:
-    req = request.body
-    R = request.api.Response
+def handle_describe_transactions(broker: Broker, request: Request) -> asyncio.Future[DescribeTransactionsResponse]:
+    req = DESCRIBE_TRANSACTIONS.body_of(request)
+    R = DESCRIBE_TRANSACTIONS.Response
     auth = broker.authorizer
     runtime = broker.transactions.serving()
     slots: list[tuple[Any, int]] = []  # per requested id: (an answer, -1) or (its shard, index in that shard's answer)
@@ -239,8 +253,8 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
                                  request.header.client_id or "", broker.current_client_host)
                for p, ids in by_shard.items()}  # fmt: skip
 
-    async def merge() -> Any:
-        answers = {p: await f for p, f in futures.items()}
+    async def merge() -> DescribeTransactionsResponse:
+        answers: dict[int, DescribeTransactionsResponse] = {p: await f for p, f in futures.items()}
         out = [where if index < 0 else answers[where].transaction_states[index] for where, index in slots]
         # partitions of topics the principal may not DESCRIBE are left out, as Kafka does
         out = [s._replace(topics=[t for t in s.topics if auth.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.topic)])
@@ -251,8 +265,8 @@ def handle_describe_transactions(broker: Broker, request: Request) -> Any:
 
 
 @handles("ListTransactions")
-def handle_list_transactions(broker: Broker, request: Request) -> Any:
-    R = request.api.Response
+def handle_list_transactions(broker: Broker, request: Request) -> ListTransactionsResponse | asyncio.Future[Any]:
+    R = LIST_TRANSACTIONS.Response
     transactions = broker.transactions
     if transactions.runtime is None:  # no transaction ever: nothing to list, and nothing to create for it
         return R(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])
@@ -261,8 +275,8 @@ def handle_list_transactions(broker: Broker, request: Request) -> Any:
     futures = [runtime.submit(p, request.api, request.version, request.body, request.header.client_id or "",
                               broker.current_client_host) for p in range(runtime.num_partitions)]  # fmt: skip
 
-    async def merge() -> Any:
-        parts = await asyncio.gather(*futures)
+    async def merge() -> ListTransactionsResponse:
+        parts: list[ListTransactionsResponse] = await asyncio.gather(*futures)
         code = next((p.error_code for p in parts if p.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION), 0)
         if not code:
             code = next((p.error_code for p in parts if p.error_code), 0)
@@ -280,7 +294,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     """WRITE on the transactional id, READ on the group and on each topic (Kafka's table); then the producer
     must own the id at this epoch with the group's partition in its ongoing transaction (AddOffsetsToTxn came
     first), else its offsets could never be ended by a marker; then the group coordinator writes them."""
-    req = request.body
+    req = TXN_OFFSET_COMMIT.body_of(request)
     auth = broker.authorizer
     tid = req.transactional_id
     if not _may_write(broker, tid):
@@ -289,7 +303,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
         return group_error_response(request.api, request.version, req, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     refused = [t for t in req.topics if not auth.allowed(Operation.READ, ResourceType.TOPIC, t.name)]
     if refused:
-        R = request.api.Response
+        R = TXN_OFFSET_COMMIT.Response
         T = R.TxnOffsetCommitResponseTopic
         P = T.TxnOffsetCommitResponsePartition
         return R(throttle_time_ms=0, topics=[
@@ -297,7 +311,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED if t in refused else ErrorCode.OPERATION_NOT_ATTEMPTED))
                 for p in t.partitions]) for t in req.topics])  # fmt: skip
     groups = broker.coordinator
-    offsets = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    offsets = TopicPartition(OFFSETS_TOPIC, groups.partition_for(req.group_id))
     if request.version >= 5 and broker.config.transaction_version >= 2 and partitions_outside_transaction(
             broker, tid, [offsets]):  # fmt: skip
         # KIP-890 part 2: a TV2 client sends no AddOffsetsToTxn; its TxnOffsetCommit adds the group's partition
@@ -312,20 +326,20 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     return _commit_offsets(broker, request, offsets)
 
 
-def _commit_offsets(broker: Broker, request: Request, offsets: tuple[str, int]) -> Any:
+def _commit_offsets(broker: Broker, request: Request, offsets: TopicPartition) -> asyncio.Future[Any]:
     """Verified in the producer's transaction, the group coordinator writes the offsets (an awaitable)."""
-    req = request.body
+    req = TXN_OFFSET_COMMIT.body_of(request)
     code = _verify_offsets_in_transaction(broker, request, offsets)
     if code != ErrorCode.NONE:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[TxnOffsetCommitResponse] = asyncio.get_running_loop().create_future()
         future.set_result(group_error_response(request.api, request.version, req, code))
         return future
     return broker.coordinator.submit(offsets[1], request.api, request.version, req, request.header.client_id or "",
                                      broker.current_client_host)  # fmt: skip
 
 
-def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: tuple[str, int]) -> int:
-    req = request.body
+def _verify_offsets_in_transaction(broker: Broker, request: Request, partition: TopicPartition) -> int:
+    req = TXN_OFFSET_COMMIT.body_of(request)
     tid = req.transactional_id
     shard, waiting = _serving_shard(broker, tid)
     if waiting:
