@@ -3,6 +3,10 @@ latest, by timestamp, a group's commits), and committing a stream's progress to 
 
 One `Admin` connection, held by the driver-side reader for the life of the query. Only the client properties
 an admin client understands are passed on from the ``kafka.`` options.
+
+A plan costs one Metadata request: the partitions are listed from it, and the offsets that follow (earliest,
+latest, by timestamp) are asked of the leaders it names, until the next listing. A leader that moved meanwhile
+answers with an error (or its connection fails): that lookup is asked once more with fresh metadata.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from groupstream.client.admin import Admin
-from groupstream.client.errors import KafkaError
-from groupstream.client.metadata import TopicDescription
+from groupstream.client.admin.types import ListedOffset
+from groupstream.client.errors import KafkaConnectionError, KafkaError
+from groupstream.client.metadata import ClusterMetadata, TopicDescription
 from groupstream.client.net.security import SECURITY_PROPERTIES
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.dataloss import ClusterView, error_text
@@ -33,6 +38,9 @@ class DataLossError(RuntimeError):
 
 
 _GONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+# What a partition's former leader (or a topic since recreated) answers an offset lookup sent by old metadata.
+_STALE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+                    ErrorCode.UNKNOWN_LEADER_EPOCH, *_GONE})  # fmt: skip
 _VIEW_ATTEMPTS = 3
 
 
@@ -51,6 +59,7 @@ class Cluster:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.admin = Admin(admin_config(options.bootstrap_servers, options.client_config))
+        self._metadata: ClusterMetadata | None = None  # the last listing's, whose leaders offset lookups use
 
     def close(self) -> None:
         self.admin.close()
@@ -60,11 +69,11 @@ class Cluster:
     def partitions(self, must_exist: bool) -> list[TopicPartition]:
         """Every partition the subscription covers now. ``must_exist`` (batch queries): a named topic or an
         assigned partition that does not exist is an error; a stream waits for it to appear instead."""
-        return self._partitions(self.admin.list_topics(), must_exist)
+        return self._partitions(self._list_topics(), must_exist)
 
     def partitions_and_ids(self, must_exist: bool) -> tuple[list[TopicPartition], dict[str, str]]:
         """`partitions`, and the ids of their topics (those that have one), from one Metadata answer."""
-        listed = self.admin.list_topics()
+        listed = self._list_topics()
         tps = self._partitions(listed, must_exist)
         return tps, {t: i for t in {t for t, _ in tps} if (i := topic_id(listed[t])) is not None}
 
@@ -73,7 +82,7 @@ class Cluster:
         or has a partition without a leader is unsettled; a topic deleted between the two requests is looked
         at again."""
         for attempt in range(_VIEW_ATTEMPTS):
-            topics = {t: d for t, d in self.admin.list_topics().items() if d.error_code not in _GONE}
+            topics = {t: d for t, d in self._list_topics().items() if d.error_code not in _GONE}
             unsettled = frozenset(
                 t for t in self._names(topics)
                 if topics[t].error_code != ErrorCode.NONE or any(p.leader < 0 for p in topics[t].partitions)
@@ -89,11 +98,16 @@ class Cluster:
             return ClusterView(latest, ids, unsettled)
         raise AssertionError("unreachable")
 
+    def _list_topics(self) -> dict[str, TopicDescription]:
+        """Every topic but the internal ones, from a Metadata answer kept for the offset lookups that follow."""
+        self._metadata = self.admin.metadata()
+        return {n: t for n, t in self._metadata.topics.items() if not t.is_internal}
+
     def _partitions(self, topics: Mapping[str, TopicDescription], must_exist: bool) -> list[TopicPartition]:
         opts = self.options
         if opts.assign is not None:
-            wanted = [(t, p) for t, ps in opts.assign.items() for p in ps]
-            present = [(t, p) for t, p in wanted if t in topics and p < topics[t].partition_count]
+            wanted = [TopicPartition(t, p) for t, ps in opts.assign.items() for p in ps]
+            present = [tp for tp in wanted if tp.topic in topics and tp.partition < topics[tp.topic].partition_count]
             if must_exist and len(present) < len(wanted):
                 t, p = sorted(set(wanted) - set(present))[0]
                 raise SourceOptionError(f"option 'assign' names {t}-{p}, which does not exist")
@@ -102,7 +116,7 @@ class Cluster:
             missing = [t for t in opts.topics if t not in topics]
             if missing:
                 raise SourceOptionError(f"option 'subscribe' names topic {missing[0]!r}, which does not exist")
-        return sorted((t, p) for t in self._names(topics) for p in range(topics[t].partition_count))
+        return sorted(TopicPartition(t, p) for t in self._names(topics) for p in range(topics[t].partition_count))
 
     def _names(self, topics: Mapping[str, TopicDescription]) -> list[str]:
         """The subscribed topics among ``topics`` (all of them for ``assign``)."""
@@ -124,17 +138,18 @@ class Cluster:
     def by_timestamp(self, timestamps: Mapping[TopicPartition, int], strategy: str) -> dict[TopicPartition, int]:
         """The first offset at or after each timestamp. Where no record is that late: Spark's strategies,
         ``error`` (fail, naming the partition) or ``latest`` (the end of the partition)."""
-        listed = self.admin.list_offsets(dict(timestamps)) if timestamps else {}
+        listed = self._list_offsets(timestamps) if timestamps else {}
         out: dict[TopicPartition, int] = {}
         missing = []
-        for tp, found in listed.items():
+        for (t, p), found in listed.items():
+            tp = TopicPartition(t, p)
             if found.offset >= 0:
                 out[tp] = found.offset
             elif strategy == "latest":
                 missing.append(tp)
             else:
                 raise SourceOptionError(
-                    f"no record in {tp[0]}-{tp[1]} has a timestamp at or after {timestamps[tp]}; set "
+                    f"no record in {tp} has a timestamp at or after {timestamps[tp]}; set "
                     "startingOffsetsByTimestampStrategy=latest to start at the end of such partitions"
                 )
         out.update(self.latest(missing))
@@ -143,11 +158,27 @@ class Cluster:
     def _list(self, specs: Mapping[TopicPartition, str]) -> dict[TopicPartition, int]:
         if not specs:
             return {}
-        return {tp: found.offset for tp, found in self.admin.list_offsets(specs).items()}
+        return {TopicPartition(t, p): found.offset for (t, p), found in self._list_offsets(specs).items()}
+
+    def _list_offsets(self, specs: Mapping[TopicPartition, str] | Mapping[TopicPartition, int]) -> dict[
+        tuple[str, int], ListedOffset
+    ]:
+        """``admin.list_offsets`` at the leaders of the last listing; once more at fresh ones if that is stale."""
+        if self._metadata is not None:
+            try:
+                return self.admin.list_offsets(specs, metadata=self._metadata)
+            except KafkaConnectionError:
+                pass
+            except KafkaError as e:
+                if e.code not in _STALE:
+                    raise
+            self._metadata = None
+        return self.admin.list_offsets(specs)
 
     def committed(self, group: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         wanted = list(tps)
-        return {tp: om.offset for tp, om in self.admin.list_group_offsets(group, wanted).items() if om.offset >= 0}
+        listed = self.admin.list_group_offsets(group, wanted)
+        return {TopicPartition(t, p): om.offset for (t, p), om in listed.items() if om.offset >= 0}
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit a stream's progress as an assign-mode consumer does. A group with live members refuses it

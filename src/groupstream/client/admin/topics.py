@@ -26,6 +26,7 @@ from groupstream.client.net.sync_client import NodeChannel
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.primitives import ZERO_UUID
+from groupstream.protocol.topic_partition import ByPartition
 
 
 class TopicCalls(AdminBase):
@@ -114,6 +115,11 @@ class TopicCalls(AdminBase):
 
     def describe_cluster(self) -> ClusterMetadata:
         return request_metadata(self._conn, [])
+
+    def metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """One Metadata answer: the brokers, and ``topics`` (every topic: None, internal ones included) with
+        their partitions and leaders. `list_offsets` takes it to find the leaders without asking again."""
+        return request_metadata(self._conn, None if topics is None else list(topics))
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
@@ -221,12 +227,16 @@ class TopicCalls(AdminBase):
                 )
         return dict(sorted(out.items()))
 
-    def list_offsets(self, specs: Mapping[tuple[str, int], str | int]) -> dict[tuple[str, int], ListedOffset]:
+    def list_offsets(
+        self, specs: ByPartition[str | int], *, metadata: ClusterMetadata | None = None
+    ) -> dict[tuple[str, int], ListedOffset]:
         """Offsets by ``(topic, partition)`` for "earliest", "latest", "max-timestamp" or a timestamp in ms,
-        each asked of its partition's leader."""
-        timestamps = {tp: parse_offset_spec(s) for tp, s in specs.items()}
+        each asked of its partition's leader: as ``metadata`` (a `metadata` answer the caller just read) names
+        it, else as a Metadata request asked now does. A leader that moved since answers NOT_LEADER_OR_FOLLOWER,
+        raised: the caller then asks again without ``metadata``."""
+        timestamps = {(t, p): parse_offset_spec(s) for (t, p), s in specs.items()}
         out: dict[tuple[str, int], ListedOffset] = {}
-        for conn, tps in self._by_leader(timestamps).items():
+        for conn, tps in self._by_leader(timestamps, metadata).items():
             out.update(self._list_offsets_on(conn, {tp: timestamps[tp] for tp in tps}))
         missing = set(timestamps) - set(out)
         if missing:
@@ -275,11 +285,15 @@ class TopicCalls(AdminBase):
                     out[(t.name, p.partition_index)] = ListedOffset(p.offset, p.timestamp, p.leader_epoch)
         return out
 
-    def _by_leader(self, tps: Iterable[tuple[str, int]]) -> dict[NodeChannel, list[tuple[str, int]]]:
-        """Group partitions by the connection to their leader; partitions of unknown topics, or without a
-        known leader, go to the bootstrap broker, which answers them with the error that explains why."""
+    def _by_leader(
+        self, tps: Iterable[tuple[str, int]], md: ClusterMetadata | None = None
+    ) -> dict[NodeChannel, list[tuple[str, int]]]:
+        """Group partitions by the connection to their leader (in ``md``, else in a Metadata answer asked for
+        now); partitions of unknown topics, or without a known leader, go to the bootstrap broker, which answers
+        them with the error that explains why."""
         wanted = sorted(set(tps))
-        md = request_metadata(self._conn, sorted({t for t, _ in wanted}))
+        if md is None:
+            md = request_metadata(self._conn, sorted({t for t, _ in wanted}))
         brokers = {b.node_id: b for b in md.brokers}
         out: dict[NodeChannel, list[tuple[str, int]]] = {}
         for topic, partition in wanted:
