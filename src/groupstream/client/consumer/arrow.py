@@ -111,20 +111,20 @@ class ColumnBuilder:
         )
 
     def _topic_column(self, n: int) -> Any:
+        """The topic of every row. Its offsets are a running sum of the name lengths, taken by Arrow's
+        ``cumulative_sum`` over an array made by repetition: a Python int per row (``range``) cost more than
+        the rest of ``finish`` together (0.75 ms for 8,880 rows)."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        ends = array("i", [0])
+        steps = array("i", [0])
         parts: list[bytes] = []
-        pos = 0
         for topic, rows in self._topics:
             name = topic.encode()
-            if name:
-                ends.extend(range(pos + len(name), pos + len(name) * rows + 1, len(name)))
-            else:
-                ends.extend([pos] * rows)
-            pos += len(name) * rows
+            steps.extend(array("i", [len(name)]) * rows)
             parts.append(name * rows)
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(ends), pa.py_buffer(b"".join(parts))])
+        ends = pc.cumulative_sum(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(steps)]))
+        return pa.Array.from_buffers(pa.string(), n, [None, ends.buffers()[1], pa.py_buffer(b"".join(parts))])
 
     def _header_column(self, n: int) -> Any:
         import pyarrow as pa
@@ -153,11 +153,13 @@ def _binary_column(valid: bytearray, ends: bytearray, data: bytearray, n: int) -
 
 
 def _no_headers(n: int, header: Any) -> Any:
-    """The common case: one offsets array, no per-record lists."""
+    """The common case: one offsets buffer of zeros, no per-record lists. Built from buffers only: pyarrow's
+    ``fill_null`` and ``pa.array`` import pandas on first use (0.3 s inside a consumer's first ``poll_arrow``)."""
     import pyarrow as pa
 
-    zeros = pa.nulls(n + 1, pa.int32()).fill_null(0)
-    return pa.ListArray.from_arrays(zeros, pa.array([], header))
+    empty = [pa.Array.from_buffers(f.type, 0, [None, pa.py_buffer(bytes(4)), pa.py_buffer(b"")]) for f in header]
+    child = pa.StructArray.from_arrays(empty, fields=list(header))
+    return pa.Array.from_buffers(pa.list_(header), n, [None, pa.py_buffer(bytes(4 * (n + 1)))], children=[child])
 
 
 def records_to_arrow(records: list[ConsumerRecord]) -> Any:
