@@ -82,7 +82,7 @@ class Refused:
 
 _BUILT_IN_ASSIGNORS = frozenset({"range", "roundrobin", "sticky", "cooperative-sticky"})
 """Client assignors whose assignment user data the server assignor does not need. Kafka refuses to convert a
-group whose assignments carry any user data; librdkafka's assignments always do (each member's subscription
+group whose assignments carry any user data (GROUP_ID_NOT_FOUND); librdkafka's assignments always do (each member's subscription
 user data echoed back: the sticky assignors' previous assignment), so a confluent-kafka cooperative-sticky
 group could never upgrade. We refuse only for another (custom) assignor's, whose meaning would be lost."""
 
@@ -115,7 +115,9 @@ def upgrade(op: Op, classic: ClassicGroup, topics: TopicCatalogView) -> tuple[Co
             return Refused(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to consumer group "
                                                  "because the embedded consumer protocol is malformed.")  # fmt: skip
         if given is not None and given.user_data and protocol not in _BUILT_IN_ASSIGNORS:
-            return Refused(E.UNSUPPORTED_VERSION, "userData from a custom assignor would be lost")
+            # Kafka 4.4 answers GROUP_ID_NOT_FOUND (its log: UnsupportedVersionException, this message).
+            return Refused(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to consumer group: "
+                                                 "userData from a custom assignor would be lost.")  # fmt: skip
         held = set()
         for topic, partition in () if given is None else given.partitions:
             tid = topics.topic_id(topic)

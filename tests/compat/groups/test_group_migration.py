@@ -44,13 +44,21 @@ def _group_type(bootstrap: str, group: str) -> str | None:
     return None if group not in listed else (listed[group].group_type or "classic").lower()
 
 
-def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker_factory: BrokerFactory, members: Members) -> None:
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_rolling_upgrade_to_the_consumer_protocol_and_back(
+    broker_factory: BrokerFactory, members: Members, strategy: str
+) -> None:
     broker = broker_factory(BrokerKind.GROUPSTREAM, settings={
         "group.initial.rebalance.delay.ms": "0",
         "group.consumer.session.timeout.ms": "6000",
         "group.consumer.heartbeat.interval.ms": "500",
     })  # fmt: skip
-    bs = broker.bootstrap
+    rolling_upgrade(broker.bootstrap, members, classic={**CLASSIC, "strategy": strategy})
+
+
+def rolling_upgrade(bs: str, members: Members, split_timeout: float = 60, classic: dict[str, str] = CLASSIC) -> None:
+    """The scenario, on the broker at ``bs`` (ours here, Apache Kafka in tests/apache), with ``classic``
+    members."""
     topic, group = unique("migrate"), unique("g-migrate")
     partitions = 6
     create_topic(bs, topic, partitions)
@@ -60,21 +68,21 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker_factory: Broke
     feed.start()
     started = time.monotonic()
     try:
-        live = [members.start(f"C{i}", **CLASSIC) for i in range(3)]
-        members.wait_split(live, every, timeout=60)
+        live = [members.start(f"C{i}", **classic) for i in range(3)]
+        members.wait_split(live, every, timeout=split_timeout)
         assert _group_type(bs, group) == "classic"
         for step, (old_name, new_name, conf, kind) in enumerate(
             [("C0", "N0", CONSUMER, "consumer"), ("C1", "N1", OURS, "consumer"), ("C2", "N2", CONSUMER, "consumer"),
              # and back: classic members in the consumer group, until the last consumer member leaves
-             ("N0", "R0", CLASSIC, "consumer"), ("N1", "R1", CLASSIC, "consumer"), ("N2", "R2", CLASSIC, "classic")]
+             ("N0", "R0", classic, "consumer"), ("N1", "R1", classic, "consumer"), ("N2", "R2", classic, "classic")]
         ):  # fmt: skip
             new = members.start(new_name, **conf)
             old = next(m for m in live if m.name == old_name)
             live = [*live, new]
-            members.wait_split(live, every, timeout=60)
+            members.wait_split(live, every, timeout=split_timeout)
             old.close()
             live.remove(old)
-            members.wait_split(live, every, timeout=60)
+            members.wait_split(live, every, timeout=split_timeout)
             assert _group_type(bs, group) == kind, step
             if kind == "consumer":  # each member's protocol, as ConsumerGroupDescribe v1 tells it
                 with Admin({"bootstrap.servers": bs}) as admin:
