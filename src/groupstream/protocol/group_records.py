@@ -28,7 +28,7 @@ from typing import Any
 from groupstream.protocol import primitives as P
 from groupstream.protocol.compiler import CompiledStruct
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
-from groupstream.protocol.records import iter_record_batches
+from groupstream.protocol.records.batch import keyed_records
 from groupstream.protocol.records.record import Record
 from groupstream.protocol.schema import NULL, Array, Field, Struct
 
@@ -403,16 +403,6 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
 
 
 def coordinator_records(data: bytes | memoryview) -> Iterator[tuple[Record, CoordinatorRecord | PeerProtocolError]]:
-    """The keyed records of the data batches in ``data`` (a read of a ``__consumer_offsets`` partition), each
-    with its decoding, or with the error that says why it does not decode (the caller decides: loading logs
-    and skips it, the console skips it)."""
-    for batch in iter_record_batches(data, check_crc=False):
-        if batch.is_control:
-            continue
-        for rec in batch:
-            if rec.key is None:
-                continue
-            try:
-                yield rec, decode_record(rec.key, rec.value)
-            except PeerProtocolError as e:
-                yield rec, e
+    """The keyed records of a read of a ``__consumer_offsets`` partition, each decoded or with the error that
+    says why not (`keyed_records`)."""
+    return keyed_records(data, decode_record)

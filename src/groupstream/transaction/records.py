@@ -16,8 +16,9 @@ from groupstream.protocol import primitives as P
 from groupstream.protocol.compiler import CompiledStruct
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.records import Record
-from groupstream.protocol.records.batch import iter_record_batches
+from groupstream.protocol.records.batch import keyed_records
 from groupstream.protocol.schema import Array, Field, Struct
+from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.transaction.state import TxnMetadata, TxnState
 
 __all__ = ["VALUE_VERSION", "TxnRecord", "decode_record", "encode_record", "transaction_records"]
@@ -102,7 +103,7 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
         state = TxnState(v.transaction_status)
     except ValueError:
         raise PeerProtocolError(f"unknown transaction status {v.transaction_status}") from None
-    partitions = frozenset((p.topic, i) for p in v.transaction_partitions or () for i in p.partition_ids)
+    partitions = frozenset(TopicPartition(p.topic, i) for p in v.transaction_partitions or () for i in p.partition_ids)
     return TxnRecord(
         k.transactional_id,
         TxnMetadata(
@@ -123,15 +124,6 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
 
 
 def transaction_records(data: bytes | memoryview) -> Iterator[tuple[Record, TxnRecord | PeerProtocolError]]:
-    """The keyed records of the data batches in ``data`` (a read of a `__transaction_state` partition), each
-    decoded or with the error that says why not (loading logs and skips it)."""
-    for batch in iter_record_batches(data, check_crc=False):
-        if batch.is_control:
-            continue
-        for rec in batch:
-            if rec.key is None:
-                continue
-            try:
-                yield rec, decode_record(rec.key, rec.value)
-            except PeerProtocolError as e:
-                yield rec, e
+    """The keyed records of a read of a `__transaction_state` partition, each decoded or with the error that says
+    why not (`keyed_records`; loading logs and skips it)."""
+    return keyed_records(data, decode_record)

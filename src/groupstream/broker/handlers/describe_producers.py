@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.handlers.refusals import partition_refusal
 from groupstream.protocol.bodies import DESCRIBE_PRODUCERS, DescribeProducersResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.security.acl import Operation, ResourceType
+from groupstream.security.acl import Operation
 
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
@@ -24,17 +25,13 @@ def handle_describe_producers(broker: Broker, request: Request) -> DescribeProdu
     PR = TR.PartitionResponse
     topics_out = []
     for t in DESCRIBE_PRODUCERS.body_of(request).topics:
-        topic = broker.catalog.get_topic(t.name)
-        denied = not broker.authorizer.allowed(Operation.READ, ResourceType.TOPIC, t.name)
+        refusal = partition_refusal(broker, t.name, Operation.READ)
         parts = []
         for idx in t.partition_indexes:
-            if denied:
-                parts.append(PR(partition_index=idx, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, active_producers=[]))
+            if code := refusal(idx):
+                parts.append(PR(partition_index=idx, error_code=code, active_producers=[]))
                 continue
-            if topic is None or not 0 <= idx < topic.partitions:
-                parts.append(PR(partition_index=idx, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, active_producers=[]))
-                continue
-            plog = broker.catalog.log(topic.name, idx)
+            plog = broker.catalog.log(t.name, idx)
             if plog.offline is not None:
                 parts.append(PR(partition_index=idx, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=plog.offline,
                                 active_producers=[]))  # fmt: skip

@@ -7,10 +7,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.handlers.refusals import partition_refusal
 from groupstream.protocol.bodies import LIST_OFFSETS, ListOffsetsResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.security.acl import Operation, ResourceType
+from groupstream.security.acl import Operation
 from groupstream.storage.errors import CorruptRangeError
 
 if TYPE_CHECKING:
@@ -34,20 +35,14 @@ def handle_list_offsets(broker: Broker, request: Request) -> ListOffsetsResponse
     PR = TR.ListOffsetsPartitionResponse
     topics_out = []
     for t in req.topics:
-        topic = broker.catalog.get_topic(t.name)
-        denied = not broker.authorizer.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+        refusal = partition_refusal(broker, t.name, Operation.DESCRIBE)
         parts = []
         for p in t.partitions:
             idx = p.partition_index
-            if denied:
-                parts.append(PR(partition_index=idx, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
-                                offset=-1, leader_epoch=-1))  # fmt: skip
+            if code := refusal(idx):
+                parts.append(PR(partition_index=idx, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            if topic is None or not 0 <= idx < topic.partitions:
-                parts.append(PR(partition_index=idx, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            plog = broker.catalog.log(topic.name, idx)
+            plog = broker.catalog.log(t.name, idx)
             ts = p.timestamp
             timestamp, offset = -1, -1
             if plog.offline is not None:  # a failed fsync: nothing about it can be trusted until a restart

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groupstream.broker.handlers import handles
+from groupstream.broker.handlers.refusals import partition_refusal
 from groupstream.broker.offsets_topic import is_internal
 from groupstream.protocol.bodies import DELETE_RECORDS, DeleteRecordsResponse
 from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.security.acl import Operation, ResourceType
+from groupstream.security.acl import Operation
 from groupstream.storage.errors import OffsetOutOfRange
 
 if TYPE_CHECKING:
@@ -30,18 +31,13 @@ def handle_delete_records(broker: Broker, request: Request) -> DeleteRecordsResp
     P = T.DeleteRecordsPartitionResult
     topics = []
     for t in DELETE_RECORDS.body_of(request).topics:
-        info = broker.catalog.get_topic(t.name)
-        denied = not broker.authorizer.allowed(Operation.DELETE, ResourceType.TOPIC, t.name)
+        refusal = partition_refusal(broker, t.name, Operation.DELETE)
         parts = []
         for p in t.partitions:
-            code, low = ErrorCode.NONE, -1
-            if denied:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif info is None or not 0 <= p.partition_index < info.partitions:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif is_internal(t.name):
+            code, low = refusal(p.partition_index), -1
+            if code == ErrorCode.NONE and is_internal(t.name):
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            else:
+            elif code == ErrorCode.NONE:
                 plog = broker.catalog.log(t.name, p.partition_index)
                 target = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
                 try:

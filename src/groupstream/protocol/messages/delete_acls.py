@@ -4,6 +4,7 @@ Versions 1-3 (what Kafka 4.x serves; v2 is flexible, v3 only adds the USER resou
 Admin's ``deleteAcls`` (``kafka-acls --remove``), confluent-kafka's ``delete_acls``.
 """
 
+from groupstream.protocol.messages.describe_acls import ACL_FILTER
 from groupstream.protocol.schema import Api, Array, Field, Struct
 
 API = Api(
@@ -18,13 +19,7 @@ API = Api(
             Array(
                 Struct(
                     "DeleteAclsFilter",
-                    Field("resource_type_filter", "int8"),
-                    Field("resource_name_filter", "string", nullable="0+"),
-                    Field("pattern_type_filter", "int8", default=3),
-                    Field("principal_filter", "string", nullable="0+"),
-                    Field("host_filter", "string", nullable="0+"),
-                    Field("operation", "int8"),
-                    Field("permission_type", "int8"),
+                    *ACL_FILTER,
                 )
             ),
         ),

@@ -7,6 +7,18 @@ the USER resource type). Peers: the Java Admin's ``describeAcls`` (so ``kafka-ac
 
 from groupstream.protocol.schema import Api, Array, Field, Struct
 
+ACL_FILTER = (
+    Field("resource_type_filter", "int8"),
+    Field("resource_name_filter", "string", nullable="0+"),
+    Field("pattern_type_filter", "int8", default=3),
+    Field("principal_filter", "string", nullable="0+"),
+    Field("host_filter", "string", nullable="0+"),
+    Field("operation", "int8"),
+    Field("permission_type", "int8"),
+)
+"""Kafka's ACL binding filter (``AclBindingFilter``): the whole DescribeAcls request and each of DeleteAcls's
+filters, the same seven fields in both messages' JSON."""
+
 API = Api(
     key=29,
     name="DescribeAcls",
@@ -14,13 +26,7 @@ API = Api(
     flexible="2+",
     request=Struct(
         "DescribeAclsRequest",
-        Field("resource_type_filter", "int8"),
-        Field("resource_name_filter", "string", nullable="0+"),
-        Field("pattern_type_filter", "int8", default=3),
-        Field("principal_filter", "string", nullable="0+"),
-        Field("host_filter", "string", nullable="0+"),
-        Field("operation", "int8"),
-        Field("permission_type", "int8"),
+        *ACL_FILTER,
     ),
     response=Struct(
         "DescribeAclsResponse",

@@ -7,7 +7,8 @@ tests and by tools) also decompresses and decodes every record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from groupstream.protocol.errors import LocalProtocolError, PeerProtocolError
 from groupstream.protocol.records.batch_header import (
@@ -219,6 +220,27 @@ def iter_record_batches(
             raise PeerProtocolError(f"record batch at offset {h.base_offset} fails its CRC check")
         yield batch
         pos += h.size
+
+
+_T = TypeVar("_T")
+
+
+def keyed_records(
+    data: Buffer, decode: Callable[[bytes, bytes | None], _T]
+) -> Iterator[tuple[Record, _T | PeerProtocolError]]:
+    """The keyed records of the data batches in ``data`` (a read of a coordinator's log: `__consumer_offsets`,
+    `__transaction_state`), each with ``decode(key, value)``, or with the error that says why it does not
+    decode: the caller decides (loading logs and skips it, the console skips it)."""
+    for batch in iter_record_batches(data, check_crc=False):
+        if batch.is_control:
+            continue
+        for rec in batch:
+            if rec.key is None:
+                continue
+            try:
+                yield rec, decode(rec.key, rec.value)
+            except PeerProtocolError as e:
+                yield rec, e
 
 
 def complete_batches_size(buf: Buffer) -> int:
