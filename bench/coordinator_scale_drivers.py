@@ -28,9 +28,11 @@ from groupstream.assignment import (
     Subscription,
     TopicPartition,
 )
+from groupstream.broker.coordinator_runtime import LOAD_CHUNK_BYTES
 from groupstream.coordinator.classic_group import GroupState
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from groupstream.coordinator.consumer_records import replaced_later
 from groupstream.coordinator.request import ShardRequest
 from groupstream.coordinator.result import CoordinatorResult, apply_timer_ops
 from groupstream.coordinator.shard import GroupCoordinatorShard
@@ -600,10 +602,24 @@ def compact(log: Log) -> Log:
 
 
 def load(log: Log, config: GroupCoordinatorConfig, now: int) -> GroupCoordinatorShard:
-    """A restarted coordinator: a fresh shard replays the log (decoding each record), then ``on_loaded``."""
+    """A restarted coordinator: a fresh shard replays the log, then ``on_loaded``. As the broker's load
+    (``coordinator_log_records``), the log is read in chunks of ``LOAD_CHUNK_BYTES`` and a member's target
+    or current-assignment record that a later one of the same chunk replaces is not decoded
+    (``replaced_later``); every other record is decoded and replayed."""
     shard = new_shard(config)
-    for key, value in log:
-        shard.replay(decode_record(key, value))
+    start = 0
+    while start < len(log):
+        end, size = start, 0
+        while end < len(log) and (end == start or size < LOAD_CHUNK_BYTES):
+            key, value = log[end]
+            size += len(key) + (0 if value is None else len(value))
+            end += 1
+        chunk = log[start:end]
+        skip = replaced_later([key for key, _ in chunk])
+        for i, (key, value) in enumerate(chunk):
+            if i not in skip:
+                shard.replay(decode_record(key, value))
+        start = end
     shard.on_loaded(now)
     return shard
 

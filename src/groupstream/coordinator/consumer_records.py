@@ -7,7 +7,7 @@ holds, so a restart rebuilds exactly the state the handlers saw.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from groupstream.coordinator.consumer_group import (
     ConsumerGroup,
@@ -47,6 +47,7 @@ __all__ = [
     "member_removal_records",
     "partition_metadata_record",
     "regex_record",
+    "replaced_later",
     "replay_consumer_record",
     "target_epoch_record",
     "target_member_record",
@@ -119,6 +120,30 @@ def group_records_tombstones(group: ConsumerGroup) -> list[CoordinatorRecord]:
     key = ConsumerGroupKey(group.group_id)
     out = [regex_record(group.group_id, r, None) for r in sorted(group.regexes)]
     out.extend(CoordinatorRecord(t, key, _TOMBSTONE, None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA))
+    return out
+
+
+_REPLACEABLE = frozenset({TARGET_MEMBER, CURRENT_ASSIGNMENT})
+
+
+def replaced_later(keys: Sequence[bytes | memoryview | None]) -> set[int]:
+    """Positions of the member target and current-assignment records that a later record of the same key
+    replaces, among ``keys`` (one read of the log, in order): loading need not decode them.
+
+    Replaying either kind only sets (or deletes) the member's value, which the later record of the key sets
+    again; a group is created by its epoch and member metadata records, which come first, never by these; a
+    loading group applies only each member's last current assignment anyway (``defer_assignments``). A log
+    holds both per member per rebalance, so most of a long log's records are these."""
+    last: dict[bytes, int] = {}
+    out: set[int] = set()
+    for i, key in enumerate(keys):
+        if key is None or len(key) < 2 or int.from_bytes(key[:2], "big", signed=True) not in _REPLACEABLE:
+            continue
+        k = bytes(key)
+        earlier = last.get(k)
+        if earlier is not None:
+            out.add(earlier)
+        last[k] = i
     return out
 
 

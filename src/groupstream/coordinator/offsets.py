@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from groupstream.coordinator.consumer_records import replaced_later
 from groupstream.protocol.errors import PeerProtocolError
 from groupstream.protocol.group_records import CoordinatorRecord, OffsetCommitValue, decode_record
 from groupstream.protocol.records import Record
@@ -90,15 +91,21 @@ class TransactionMarker:
 def coordinator_log_records(data: bytes | memoryview) -> Iterator[tuple[Record | None, Any]]:
     """Every record of a `__consumer_offsets` read for the coordinator's load: plain records decoded (or the
     `PeerProtocolError` saying why not), records of transactional batches as `TransactionalRecord`, and each
-    transaction marker as a `TransactionMarker` (with no record of its own: None)."""
-    for batch in iter_record_batches(data, check_crc=False):
-        if batch.is_control:
+    transaction marker as a `TransactionMarker` (with no record of its own: None). A consumer group member's
+    target or current-assignment record that a later one of the read replaces is left out undecoded
+    (`replaced_later`: replaying it would leave no trace; decoding them was most of loading a long log)."""
+    batches = [(batch, None if batch.is_control else list(batch)) for batch in iter_record_batches(data, check_crc=False)]
+    skip = replaced_later([rec.key for _, recs in batches if recs is not None for rec in recs])
+    i = -1
+    for batch, recs in batches:
+        if recs is None:
             marker = batch.control_marker()
             if marker is not None:
                 yield None, TransactionMarker(batch.producer_id, marker.control_type == ControlType.COMMIT)
             continue
-        for rec in batch:
-            if rec.key is None:
+        for rec in recs:
+            i += 1
+            if rec.key is None or i in skip:
                 continue
             try:
                 decoded: Any = decode_record(rec.key, rec.value)
