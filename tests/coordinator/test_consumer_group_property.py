@@ -39,11 +39,12 @@ from typing import Any
 
 from consumer_group_kit import heartbeat, names
 from coordinator_harness import Harness, StaticTopics, topic_id
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState, TopicIdPartition
+from groupstream.coordinator.consumer_records import replaced_later
 from groupstream.coordinator.reconcile import MemberState
 from groupstream.coordinator.shard import GroupCoordinatorShard
 from groupstream.coordinator.target_assignment import resolve_regex, subscribed_topics
@@ -411,6 +412,15 @@ def _check(w: World) -> None:
     for key, value in h.log:
         fresh.replay(decode_record(key, value))
     assert fresh.durable_state() == shard.durable_state()
+    # (c') So does a load that leaves out the member records a later one replaces (the broker's load does,
+    # per read; here the whole log is one read, so the most are left out).
+    skipped = GroupCoordinatorShard(7, CONFIG, lambda prefix: f"{prefix}-replayed")
+    replaced = replaced_later([key for key, _ in h.log])
+    for i, (key, value) in enumerate(h.log):
+        if i not in replaced:
+            skipped.replay(decode_record(key, value))
+    skipped.on_loaded(h.now)
+    assert skipped.durable_state() == shard.durable_state()
     # (e) The shard's deadlines are the runtime's timers.
     deadlines = dict(shard.deadlines)
     assert deadlines == h.timers
@@ -550,6 +560,13 @@ warm_up = st.lists(join_step, min_size=2, max_size=8).map(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(warm_up, steps)
+# Found by the search: a member left holding only partitions pending revocation, given at two epochs (after
+# its topic was unsubscribed), lost the odd one's epoch when its record was replayed.
+@example(
+    [*[("join", 0, 1, None, 1, 4000, False)], *[("join", c, 0, None, 0, 4000, False) for c in (0, 0, 0, 0, 1, 2, 3)],
+     ("round", CLIENTS), ("round", CLIENTS)],
+    [("advance", 1000), ("grow", "u"), *[("join", 0, 0, None, 0, 4000, False)] * 4, ("resubscribe", 0, 0)],
+)  # fmt: skip
 def test_consumer_groups_stay_safe_under_churn_and_converge(
     start: list[tuple[Any, ...]], script: list[tuple[Any, ...]]
 ) -> None:

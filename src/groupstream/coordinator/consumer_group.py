@@ -469,7 +469,11 @@ class ConsumerGroup:
                 # so that a partition is one tuple however many of the group's maps name it.
                 assigned = target
                 if epochs:
-                    epochs = {p: epochs[p] for p in target if p in epochs}
+                    # Those of partitions pending revocation (not in the target) are kept as they are.
+                    shared = {p: epochs[p] for p in target if p in epochs}
+                    if len(shared) != len(epochs):
+                        shared.update((p, e) for p, e in epochs.items() if p not in shared)
+                    epochs = shared
             member.assignment = MemberAssignment(
                 member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
                 assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
