@@ -383,3 +383,53 @@ def test_assignment_user_data_blocks_the_upgrade_only_for_a_custom_assignor(prot
     classic_group(h, "a", protocol=protocol, user_data=b"sticky-state")
     assert Member(h, "c").join().error_code == error
     assert (h.shard.consumer_group(GROUP) is None) == (error != E.NONE)
+
+
+def test_a_classic_member_told_to_rejoin_that_never_does_is_fenced_after_its_rebalance_timeout() -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    c = Member(h, "c", rebalance_timeout_ms=60_000)
+    c.join()
+    assert c.owned == set()
+    assert a.beat() == E.REBALANCE_IN_PROGRESS  # ... and a goes on heartbeating, never rejoining
+    for _ in range(5):
+        h.advance(5_000)
+        c.beat()
+        if a.member_id in consumer_group(h).members:
+            assert a.beat() == E.REBALANCE_IN_PROGRESS
+    h.advance(5_001)  # past a's 30 s rebalance timeout since it was first told
+    assert a.member_id not in consumer_group(h).members
+    c.beat()
+    assert c.owned == T4
+
+
+def test_a_classic_member_that_joins_but_never_syncs_is_fenced_after_its_rebalance_timeout() -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    c = Member(h, "c", rebalance_timeout_ms=60_000)
+    c.join()
+    assert a.beat() == E.REBALANCE_IN_PROGRESS
+    assert a.join().error_code == E.NONE  # no SyncGroup follows
+    for _ in range(6):
+        h.advance(5_000)
+        c.beat()
+        a.beat()  # heartbeats do not stand for the SyncGroup
+    h.advance(1)
+    assert a.member_id not in consumer_group(h).members
+
+
+def test_a_classic_member_that_rejoins_and_syncs_in_time_stays() -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    c = Member(h, "c")
+    c.join()
+    for _ in range(4):  # 20 s of being told to rejoin (within its 30 s rebalance timeout)
+        h.advance(5_000)
+        assert a.beat() == E.REBALANCE_IN_PROGRESS
+    a.rebalance()
+    for _ in range(4):  # 20 s more: past 30 s since it was told and since it joined; both timers cancelled
+        h.advance(5_000)
+        c.beat()
+        if a.beat() != E.NONE:
+            a.rebalance()
+    assert a.member_id in consumer_group(h).members and a.owned and c.owned

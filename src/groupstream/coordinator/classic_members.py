@@ -17,6 +17,10 @@ Kafka 4 does, so that the server assignor decides for everyone and a partition n
   waits for were released. That is how a classic member learns of revocations: it revokes, rejoins, syncs.
 - LeaveGroup removes the member and bumps the group epoch.
 
+A classic member told to rejoin must do so within its rebalance timeout, and one that joined must sync within
+it, or it is fenced (Kafka's join and sync timeouts): otherwise a member that keeps heartbeating but never
+rejoins would hold partitions others wait for, for ever.
+
 Errors are Kafka's: a member unknown to the group or one using the consumer protocol is UNKNOWN_MEMBER_ID; a
 static id owned by another member id is FENCED_INSTANCE_ID; a generation other than the member's epoch is
 ILLEGAL_GENERATION; a protocol type or name the group does not use is INCONSISTENT_GROUP_PROTOCOL.
@@ -43,7 +47,7 @@ from groupstream.coordinator.responses import (
     join_response,
     sync_response,
 )
-from groupstream.coordinator.timers import consumer_session_key
+from groupstream.coordinator.timers import consumer_join_key, consumer_session_key, consumer_sync_key
 from groupstream.protocol.consumer_group_records import ClassicProtocol, TopicPartitions
 from groupstream.protocol.consumer_protocol import (
     ASSIGNMENT_MAX_VERSION,
@@ -190,6 +194,8 @@ class ClassicMembers:
         except HeartbeatRefused as e:
             refuse(e.code)
             return
+        op.cancel(consumer_join_key(group.group_id, member_id))
+        op.schedule(consumer_sync_key(group.group_id, member_id), rebalance_ms)
         op.respond(req.token, join_response(
             version, member_id=member_id, generation=answer.member_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=protocols[0].name, leader="", members=()))  # fmt: skip
@@ -225,6 +231,7 @@ class ClassicMembers:
         at = int.from_bytes(protocols[0].metadata[:2], "big", signed=True) if protocols else 0
         encoded = encode_assignment(ConsumerAssignment(tuple(sorted(named))), min(max(at, 0), ASSIGNMENT_MAX_VERSION))
         op.schedule(consumer_session_key(group.group_id, member.member_id), member.metadata.classic_session_timeout_ms)
+        op.cancel(consumer_sync_key(group.group_id, member.member_id))
         op.respond(req.token, sync_response(version, E.NONE, encoded, CONSUMER_PROTOCOL_TYPE, name))
 
     # --- Heartbeat ----------------------------------------------------------------------------------------
@@ -239,7 +246,11 @@ class ClassicMembers:
             op.respond(req.token, heartbeat_response(e.code))
             return
         op.schedule(consumer_session_key(group.group_id, member.member_id), member.metadata.classic_session_timeout_ms)
-        op.respond(req.token, heartbeat_response(E.REBALANCE_IN_PROGRESS if _rebalancing(group, member) else E.NONE))
+        rejoin = _rebalancing(group, member)
+        join_key = consumer_join_key(group.group_id, member.member_id)
+        if rejoin and join_key not in op.ctx.deadlines:
+            op.schedule(join_key, max(member.metadata.rebalance_timeout_ms, 0))
+        op.respond(req.token, heartbeat_response(E.REBALANCE_IN_PROGRESS if rejoin else E.NONE))
 
     # --- LeaveGroup ---------------------------------------------------------------------------------------
 
@@ -262,6 +273,8 @@ class ClassicMembers:
                     member = _classic_member(group, member_id or static.member_id, instance_id)
                 if member.member_id not in gone:
                     self._cm.fence(op, group, member.member_id, topics)
+                    op.cancel(consumer_join_key(group.group_id, member.member_id))
+                    op.cancel(consumer_sync_key(group.group_id, member.member_id))
                     gone.add(member.member_id)
                 answers.append(R.MemberResponse(member_id=member.member_id, group_instance_id=instance_id, error_code=0))
             except _Refused as e:

@@ -45,7 +45,12 @@ from groupstream.coordinator.target_assignment import (
     resolve_regex,
     subscription_metadata,
 )
-from groupstream.coordinator.timers import consumer_rebalance_key, consumer_session_key
+from groupstream.coordinator.timers import (
+    consumer_join_key,
+    consumer_rebalance_key,
+    consumer_session_key,
+    consumer_sync_key,
+)
 from groupstream.protocol.consumer_group_records import (
     ClassicProtocol,
     MemberMetadataValue,
@@ -631,6 +636,8 @@ class ConsumerMembership:
             op.write(record)
         op.cancel(consumer_session_key(group.group_id, member_id))
         op.cancel(consumer_rebalance_key(group.group_id, member_id))
+        op.cancel(consumer_join_key(group.group_id, member_id))  # a classic member's (`classic_members`)
+        op.cancel(consumer_sync_key(group.group_id, member_id))
 
     # --- timers -----------------------------------------------------------------------------------------------
 

@@ -48,8 +48,10 @@ from groupstream.coordinator.responses import join_error, sync_response
 from groupstream.coordinator.result import CoordinatorRecord
 from groupstream.coordinator.timers import (
     classic_rebalance_key,
+    consumer_join_key,
     consumer_rebalance_key,
     consumer_session_key,
+    consumer_sync_key,
     heartbeat_key,
     join_key,
     sync_key,
@@ -212,8 +214,8 @@ def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView)
     for m in group:
         for record in member_removal_records(group_id, m.member_id):
             op.write(record)
-        op.cancel(consumer_session_key(group_id, m.member_id))
-        op.cancel(consumer_rebalance_key(group_id, m.member_id))
+        for key in (consumer_session_key, consumer_rebalance_key, consumer_join_key, consumer_sync_key):
+            op.cancel(key(group_id, m.member_id))
     for record in group_records_tombstones(group):
         op.write(record)
     op.write(group_metadata_record(group_id, classic.durable_view()))

@@ -257,6 +257,10 @@ class GroupCoordinatorShard:
         elif parsed.kind is TimerKind.CONSUMER_SESSION:
             group = self._ctx.consumer_groups.get(parsed.group_id)
             self._consumer_membership.on_session_expired(op, group, parsed.member_id, metadata)
+        elif parsed.kind in (TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC):
+            # A classic member of a consumer group did not rejoin, or sync, within its rebalance timeout.
+            group = self._ctx.consumer_groups.get(parsed.group_id)
+            self._consumer_membership.on_session_expired(op, group, parsed.member_id, metadata)
         elif parsed.kind is TimerKind.CONSUMER_REBALANCE:
             group = self._ctx.consumer_groups.get(parsed.group_id)
             self._consumer_membership.on_rebalance_expired(op, group, parsed.member_id, metadata)

@@ -14,8 +14,10 @@ __all__ = [
     "TimerKey",
     "TimerKind",
     "classic_rebalance_key",
+    "consumer_join_key",
     "consumer_rebalance_key",
     "consumer_session_key",
+    "consumer_sync_key",
     "heartbeat_key",
     "join_key",
     "parse_key",
@@ -38,6 +40,10 @@ class TimerKind(Enum):
     """A ``consumer`` group member's session: it is fenced when no heartbeat renews it."""
     CONSUMER_REBALANCE = "consumer-rebalance"
     """How long a ``consumer`` group member may take to revoke partitions before it is fenced."""
+    CONSUMER_JOIN = "consumer-join"
+    """How long a classic member of a ``consumer`` group, told to rejoin, may take to send its JoinGroup."""
+    CONSUMER_SYNC = "consumer-sync"
+    """How long a classic member of a ``consumer`` group may take from its JoinGroup to its SyncGroup."""
     CLASSIC_REBALANCE = "classic-rebalance"
     """A consumer group just became a classic group (online downgrade): rebalance it, once replayed."""
     RETENTION = "offsets-retention"
@@ -46,7 +52,7 @@ class TimerKind(Enum):
 
 RETENTION_KEY = TimerKind.RETENTION.value
 _MEMBER_KINDS = frozenset({TimerKind.HEARTBEAT, TimerKind.TAKEOVER, TimerKind.CONSUMER_SESSION,
-                           TimerKind.CONSUMER_REBALANCE})  # fmt: skip
+                           TimerKind.CONSUMER_REBALANCE, TimerKind.CONSUMER_JOIN, TimerKind.CONSUMER_SYNC})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,14 @@ def consumer_session_key(group_id: str, member_id: str) -> str:
 
 def consumer_rebalance_key(group_id: str, member_id: str) -> str:
     return f"{_group_key(TimerKind.CONSUMER_REBALANCE, group_id)}:{member_id}"
+
+
+def consumer_join_key(group_id: str, member_id: str) -> str:
+    return f"{_group_key(TimerKind.CONSUMER_JOIN, group_id)}:{member_id}"
+
+
+def consumer_sync_key(group_id: str, member_id: str) -> str:
+    return f"{_group_key(TimerKind.CONSUMER_SYNC, group_id)}:{member_id}"
 
 
 def join_key(group_id: str) -> str:
