@@ -34,8 +34,8 @@ from groupstream.client.producer import encode
 from groupstream.client.producer.batch import ProducerBatch
 from groupstream.client.producer.future import BatchOutcome
 from groupstream.protocol.records.batch_header import HEADER_SIZE
+from groupstream.protocol.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 LeaderOf = Callable[[str, int], int | None]
 
 
@@ -151,7 +151,7 @@ class RecordAccumulator:
         if old is not None:
             old.seal()
         batch = ProducerBatch(route.topic, partition, self.compression, now_ms, capacity, memory)
-        tp = (route.topic, partition)
+        tp = TopicPartition(route.topic, partition)
         dq = self._queues.get(tp)
         if dq is None:
             dq = self._queues[tp] = deque()
@@ -172,7 +172,7 @@ class RecordAccumulator:
         batch = route.open[partition]
         if batch is None or batch.capacity >= self.max_capacity:
             return False
-        dq = self._queues.get((route.topic, partition))
+        dq = self._queues.get(TopicPartition(route.topic, partition))
         if dq is None or dq[0] is batch:
             return False
         extra = min(max(self.capacity, batch.capacity, 1), self.max_capacity - batch.capacity)

@@ -28,6 +28,7 @@ from groupstream.protocol.records.batch_header import (
     patch_crc,
 )
 from groupstream.protocol.records.compression import compress
+from groupstream.protocol.topic_partition import TopicPartition
 
 # producerId int64 @43, producerEpoch int16 @51, baseSequence int32 @53 (inside the CRC'd range)
 _PRODUCER_FIELDS = struct.Struct(">qhi")
@@ -96,8 +97,8 @@ class ProducerBatch:
         self.last_error: BaseException | None = None
 
     @property
-    def tp(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
 
     @property
     def record_count(self) -> int:

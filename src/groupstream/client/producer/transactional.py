@@ -19,7 +19,8 @@ from groupstream.client.producer.errors import (
     TransactionTimeoutError,
 )
 from groupstream.client.producer.lifecycle import Lifecycle
-from groupstream.client.producer.transactions import TopicPartition, TransactionManager, _Offsets
+from groupstream.client.producer.transactions import TransactionManager, _Offsets
+from groupstream.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from groupstream.client.producer.prepared import PreparedTransaction
@@ -161,5 +162,5 @@ def offsets_of(
             raise TransactionStateError(
                 f"send_offsets_to_transaction: no valid offset for {topic}-{partition}: {offset!r}"
             )
-        out[(str(topic), int(partition))] = (offset, epoch, meta)
+        out[TopicPartition(str(topic), int(partition))] = (offset, epoch, meta)
     return out

@@ -57,6 +57,7 @@ from groupstream.client.producer.txn_rules import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.messages import by_name
+from groupstream.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger("groupstream.client.producer")
 
@@ -72,7 +73,6 @@ _CONCURRENT_BACKOFF_MS = 5
 _KEY_TXN = 1
 _KEY_GROUP = 0
 
-TopicPartition = tuple[str, int]
 S = TxnState
 E = ErrorCode
 
@@ -468,7 +468,7 @@ class TransactionManager:
             for p in t.results_by_partition:
                 code = p.partition_error_code
                 if code == E.NONE:
-                    self._txn.added.add((t.name, p.partition_index))
+                    self._txn.added.add(TopicPartition(t.name, p.partition_index))
                 elif worst == E.NONE or worst == E.OPERATION_NOT_ATTEMPTED:
                     worst = code
         if worst == E.NONE:
@@ -540,7 +540,7 @@ class TransactionManager:
         for t in response.body.topics:
             for p in t.partitions:
                 if p.error_code == E.NONE:
-                    o.offsets.pop((t.name, p.partition_index), None)
+                    o.offsets.pop(TopicPartition(t.name, p.partition_index), None)
                 elif worst == E.NONE:
                     worst = p.error_code
         self._in_flight = False
