@@ -7,7 +7,7 @@ from groupstream.coordinator.consumer_admin import CONSUMER_GROUP_TYPE, describe
 from groupstream.coordinator.consumer_records import group_records_tombstones
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.records import group_tombstone, offset_tombstone
-from groupstream.coordinator.request import ShardRequest, TopicsView
+from groupstream.coordinator.request import ShardRequest, TopicsView, body_as
 from groupstream.coordinator.responses import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from groupstream.protocol.error_codes import ErrorCode
 
@@ -25,7 +25,7 @@ class GroupAdmin:
         R = DESCRIBE_GROUPS.Response
         G = R.DescribedGroup
         described = []
-        for raw in req.body.groups:
+        for raw in body_as(DESCRIBE_GROUPS, req).groups:
             group_id = str(raw)
             consumer_group = op.ctx.consumer_groups.get(group_id)
             if consumer_group is not None:
@@ -73,8 +73,9 @@ class GroupAdmin:
 
     def list(self, op: Op, req: ShardRequest) -> None:
         R = LIST_GROUPS.Response
-        states = {s.strip().lower() for s in req.body.states_filter}
-        types = {t.strip().lower() for t in req.body.types_filter}
+        body = body_as(LIST_GROUPS, req)
+        states = {s.strip().lower() for s in body.states_filter}
+        types = {t.strip().lower() for t in body.types_filter}
         listed = []
         if not types or CLASSIC_GROUP_TYPE in types:
             for group_id in sorted(op.ctx.groups):
@@ -101,7 +102,7 @@ class GroupAdmin:
     def delete(self, op: Op, req: ShardRequest) -> None:
         R = DELETE_GROUPS.Response
         results = []
-        for raw in req.body.groups_names:
+        for raw in body_as(DELETE_GROUPS, req).groups_names:
             group_id = str(raw)
             group = op.ctx.groups.get(group_id) if group_id else None
             consumer_group = op.ctx.consumer_groups.get(group_id)

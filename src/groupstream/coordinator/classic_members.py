@@ -36,7 +36,7 @@ from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerMember
 from groupstream.coordinator.consumer_membership import ClassicJoin, ConsumerMembership, HeartbeatRefused
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.reconcile import MemberState
-from groupstream.coordinator.request import ShardRequest, TopicsView, is_catalog
+from groupstream.coordinator.request import ShardRequest, TopicsView, body_as, is_catalog
 from groupstream.coordinator.responses import (
     HEARTBEAT,
     JOIN_GROUP,
@@ -132,7 +132,7 @@ class ClassicMembers:
     # --- JoinGroup ----------------------------------------------------------------------------------------
 
     def _join(self, op: Op, req: ShardRequest, group: ConsumerGroup, topics: TopicsView) -> None:
-        body, version, cfg = req.body, req.version, op.ctx.config
+        body, version, cfg = body_as(JOIN_GROUP, req), req.version, op.ctx.config
         member_id = str(body.member_id)
         instance_id = body.group_instance_id if version >= 5 else None
         protocols = tuple(ClassicProtocol(str(p.name), bytes(p.metadata)) for p in body.protocols)
@@ -203,7 +203,7 @@ class ClassicMembers:
     # --- SyncGroup ----------------------------------------------------------------------------------------
 
     def _sync(self, op: Op, req: ShardRequest, group: ConsumerGroup, topics: TopicsView) -> None:
-        body, version = req.body, req.version
+        body, version = body_as(SYNC_GROUP, req), req.version
         try:
             member = _classic_member(group, str(body.member_id), body.group_instance_id if version >= 3 else None)
             if body.generation_id != member.epoch:
@@ -237,7 +237,7 @@ class ClassicMembers:
     # --- Heartbeat ----------------------------------------------------------------------------------------
 
     def _heartbeat(self, op: Op, req: ShardRequest, group: ConsumerGroup) -> None:
-        body = req.body
+        body = body_as(HEARTBEAT, req)
         try:
             member = _classic_member(group, str(body.member_id), body.group_instance_id if req.version >= 3 else None)
             if body.generation_id != member.epoch:
@@ -255,7 +255,7 @@ class ClassicMembers:
     # --- LeaveGroup ---------------------------------------------------------------------------------------
 
     def _leave(self, op: Op, req: ShardRequest, group: ConsumerGroup, topics: TopicsView) -> None:
-        body, version = req.body, req.version
+        body, version = body_as(LEAVE_GROUP, req), req.version
         R = LEAVE_GROUP.Response
         identities = [(str(body.member_id), None)] if version < 3 else [
             (str(m.member_id), m.group_instance_id) for m in body.members]  # fmt: skip

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from groupstream.coordinator.classic_group import Parked, Protocol
-from groupstream.coordinator.request import ShardRequest
+from groupstream.coordinator.request import ShardRequest, body_as
+from groupstream.coordinator.responses import JOIN_GROUP
 
 __all__ = ["JoinRequest", "join_request"]
 
@@ -28,7 +29,7 @@ class JoinRequest:
 
 
 def join_request(req: ShardRequest) -> JoinRequest:
-    body = req.body
+    body = body_as(JOIN_GROUP, req)
     session = int(body.session_timeout_ms)
     rebalance = int(body.rebalance_timeout_ms)
     return JoinRequest(

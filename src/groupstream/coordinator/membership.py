@@ -32,9 +32,12 @@ from groupstream.coordinator.classic_group import (
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.join_request import JoinRequest, join_request
 from groupstream.coordinator.records import group_metadata_record
-from groupstream.coordinator.request import ShardRequest
+from groupstream.coordinator.request import ShardRequest, body_as
 from groupstream.coordinator.responses import (
+    HEARTBEAT,
+    JOIN_GROUP,
     LEAVE_GROUP,
+    SYNC_GROUP,
     JoinMember,
     heartbeat_response,
     join_error,
@@ -60,7 +63,7 @@ class ClassicMembership:
 
     def join(self, op: Op, req: ShardRequest) -> None:
         p = join_request(req)
-        group_id = str(req.body.group_id)
+        group_id = body_as(JOIN_GROUP, req).group_id
         cfg = op.ctx.config
         if not group_id:
             op.respond(req.token, join_error(p.version, E.INVALID_GROUP_ID, p.member_id))
@@ -340,7 +343,7 @@ class ClassicMembership:
     # --- SyncGroup -------------------------------------------------------------------------------------------
 
     def sync(self, op: Op, req: ShardRequest) -> None:
-        body = req.body
+        body = body_as(SYNC_GROUP, req)
         v = req.version
         group_id = str(body.group_id)
         member_id = str(body.member_id)
@@ -435,7 +438,7 @@ class ClassicMembership:
     # --- Heartbeat -------------------------------------------------------------------------------------------
 
     def heartbeat(self, op: Op, req: ShardRequest) -> None:
-        body = req.body
+        body = body_as(HEARTBEAT, req)
         group_id = str(body.group_id)
         member_id = str(body.member_id)
         if not group_id:
@@ -467,7 +470,7 @@ class ClassicMembership:
     # --- LeaveGroup ------------------------------------------------------------------------------------------
 
     def leave(self, op: Op, req: ShardRequest) -> None:
-        body = req.body
+        body = body_as(LEAVE_GROUP, req)
         v = req.version
         R = LEAVE_GROUP.Response
         group_id = str(body.group_id)

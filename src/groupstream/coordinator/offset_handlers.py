@@ -23,16 +23,15 @@ from groupstream.coordinator.offsets import (
     is_expired,
 )
 from groupstream.coordinator.records import group_tombstone, offset_commit_record, offset_tombstone
-from groupstream.coordinator.request import ShardRequest, TopicsView, has_topic_ids
+from groupstream.coordinator.request import ShardRequest, TopicsView, body_as, has_topic_ids
 from groupstream.coordinator.responses import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from groupstream.coordinator.timers import heartbeat_key
+from groupstream.protocol.bodies import TXN_OFFSET_COMMIT, OffsetFetchRequest, TxnOffsetCommitRequest
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.protocol.messages import by_name
 from groupstream.protocol.primitives import ZERO_UUID
 
 __all__ = ["OffsetHandlers"]
 
-TXN_OFFSET_COMMIT = by_name("TxnOffsetCommit")
 
 E = ErrorCode
 _S = GroupState
@@ -101,7 +100,7 @@ class OffsetHandlers:
     # --- OffsetCommit ----------------------------------------------------------------------------------------
 
     def commit(self, op: Op, req: ShardRequest, metadata: TopicsView) -> None:
-        body = req.body
+        body = body_as(OFFSET_COMMIT, req)
         v = req.version
         R = OFFSET_COMMIT.Response
         group_id = str(body.group_id)
@@ -170,7 +169,7 @@ class OffsetHandlers:
 
     @staticmethod
     def _validate_commit(op: Op, req: ShardRequest, group_id: str) -> ErrorCode | _CommittablePartitions | None:
-        body = req.body
+        body = body_as(OFFSET_COMMIT, req)
         if not group_id:
             return E.INVALID_GROUP_ID
         generation = int(body.generation_id_or_member_epoch)
@@ -199,7 +198,7 @@ class OffsetHandlers:
         member, generation and static instance when the client sends them, v3+), then written as OffsetCommit
         records in a transactional batch of the producer; they stay pending until the transaction's marker.
         The broker checked beforehand that the group's partition is in the producer's ongoing transaction."""
-        body = req.body
+        body = body_as(TXN_OFFSET_COMMIT, req)
         R = TXN_OFFSET_COMMIT.Response
         T = R.TxnOffsetCommitResponseTopic
         P = T.TxnOffsetCommitResponsePartition
@@ -228,7 +227,7 @@ class OffsetHandlers:
         op.respond(req.token, R(throttle_time_ms=0, topics=topics))
 
     @staticmethod
-    def _validate_txn_commit(op: Op, body: Any, group_id: str) -> ErrorCode | None:
+    def _validate_txn_commit(op: Op, body: TxnOffsetCommitRequest, group_id: str) -> ErrorCode | None:
         if not group_id:
             return E.INVALID_GROUP_ID
         generation = int(body.generation_id)
@@ -251,7 +250,7 @@ class OffsetHandlers:
     # --- OffsetFetch -----------------------------------------------------------------------------------------
 
     def fetch(self, op: Op, req: ShardRequest, metadata: TopicsView) -> None:
-        body = req.body
+        body = body_as(OFFSET_FETCH, req)
         v = req.version
         R = OFFSET_FETCH.Response
         if v < 8:
@@ -366,7 +365,7 @@ class OffsetHandlers:
     # --- OffsetDelete ----------------------------------------------------------------------------------------
 
     def delete(self, op: Op, req: ShardRequest) -> None:
-        body = req.body
+        body = body_as(OFFSET_DELETE, req)
         R = OFFSET_DELETE.Response
         group_id = str(body.group_id)
         group: ClassicGroup | ConsumerGroup | None = None
@@ -469,6 +468,6 @@ class OffsetHandlers:
         return all_expired
 
 
-def _stable(body: Any) -> bool:
+def _stable(body: OffsetFetchRequest) -> bool:
     """OffsetFetch v7+'s ``require_stable`` (False for older versions, which cannot ask)."""
-    return bool(getattr(body, "require_stable", False))
+    return body.require_stable

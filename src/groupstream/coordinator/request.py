@@ -5,11 +5,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from groupstream.coordinator.result import RequestToken
+from groupstream.protocol.compiler import CompiledApi
 
-__all__ = ["ShardRequest", "TopicCatalogView", "TopicIdsView", "TopicsView", "has_topic_ids", "is_catalog"]
+__all__ = [
+    "ShardRequest",
+    "TopicCatalogView",
+    "TopicIdsView",
+    "TopicsView",
+    "body_as",
+    "has_topic_ids",
+    "is_catalog",
+]
+
+_Req = TypeVar("_Req")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +38,15 @@ class ShardRequest:
     token: RequestToken
     client_id: str = ""
     client_host: str = ""
+
+
+def body_as(api: CompiledApi[_Req, Any], req: ShardRequest) -> _Req:
+    """``req``'s body typed as a request of ``api`` (``body = body_as(OFFSET_COMMIT, req)``), so that mypy checks
+    the fields a handler reads; a request of another API is a TypeError (a routing mistake)."""
+    if req.api_key != api.key:
+        raise TypeError(f"a request of API key {req.api_key} is not a {api.name} request")
+    body: _Req = req.body
+    return body
 
 
 class TopicsView(Protocol):
