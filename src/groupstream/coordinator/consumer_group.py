@@ -80,6 +80,7 @@ CONSUMER_GROUP_STATES = TransitionTable.from_next("a consumer group", ConsumerGr
 
 
 _TOPIC, _NUMBER = itemgetter(0), itemgetter(1)
+_COLLECTIONS = (frozenset, set, list, tuple)
 
 _LAST_GROUPED: list[tuple[frozenset[TopicIdPartition], tuple[TopicPartitions, ...]]] = [(frozenset(), ())]
 """The last frozenset ``to_topic_partitions`` grouped, and how: a heartbeat that moves a member writes the
@@ -122,7 +123,9 @@ def numbers_by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, 
     """Partition numbers by topic id, in the order met. A set whose pairs all share one topic id object
     (the usual member of a one-topic group) is split in C; otherwise one topic's pairs usually share its id
     object, which is hashed (uuid's hash is Python code) once per run of them, not once per partition."""
-    if isinstance(partitions, Set) and partitions and len(set(map(id, map(_TOPIC, partitions)))) == 1:
+    if (
+        type(partitions) in _COLLECTIONS or isinstance(partitions, Set)
+    ) and partitions and len(set(map(id, map(_TOPIC, partitions)))) == 1:
         return {next(iter(partitions))[0]: list(map(_NUMBER, partitions))}
     by_topic: dict[uuid.UUID, list[int]] = {}
     last: uuid.UUID | None = None
