@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from itertools import repeat
 from operator import itemgetter
 
 from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
 from groupstream.assignment.types import ClusterView, TopicPartition
 from groupstream.assignment.uniform import UniformAssignor
-from groupstream.coordinator.consumer_group import TopicIdPartition, numbers_by_topic
+from groupstream.coordinator.consumer_group import TopicIdPartition
 from groupstream.coordinator.request import TopicCatalogView
 from groupstream.protocol.consumer_group_records import MemberMetadataValue, TopicMetadata
 
@@ -119,50 +118,33 @@ def _uniform_same_subscriptions(
     # is nobody's, as resolve_claims decides for claims of the same generation.
     claims: dict[uuid.UUID, dict[int, str | None]] = {tid: {} for tid in topic_of}
     held: dict[str, list[TopicIdPartition]] = {}
-    contested = False
     for member_id in order:
-        cur = current.get(member_id, ())
-        by_topic = numbers_by_topic(cur)
-        # The usual member: every partition of a subscribed topic, in range, claimed by nobody else; its
-        # claims and list are taken in C (no loop over its partitions here).
-        simple = all(
-            tid in topic_of and numbers and min(numbers) >= 0 and max(numbers) < topic_of[tid][1]
-            and claims[tid].keys().isdisjoint(numbers)
-            for tid, numbers in by_topic.items()
-        )  # fmt: skip
-        if simple:
-            for tid, numbers in by_topic.items():
-                claims[tid].update(dict.fromkeys(numbers, member_id))
-            held[member_id] = list(cur)
-            continue
         mine: list[TopicIdPartition] = []
         last: uuid.UUID | None = None
         topic: tuple[str, int] | None = None
-        claimed: dict[int, str | None] = {}
-        for tp in cur:
+        numbers: dict[int, str | None] = {}
+        for tp in current.get(member_id, ()):
             tid, p = tp
             if tid is not last:
                 last, topic = tid, topic_of.get(tid)
                 if topic is not None:
-                    claimed = claims[tid]
+                    numbers = claims[tid]
             if topic is None or not 0 <= p < topic[1]:
                 continue
-            if claimed.setdefault(p, member_id) != member_id:
-                claimed[p] = None
-                contested = True
+            if numbers.setdefault(p, member_id) != member_id:
+                numbers[p] = None
             mine.append(tp)
         held[member_id] = mine
-    if contested:  # a partition two members claim is nobody's: drop it from both
-        for member_id, mine in held.items():
-            kept = []
-            last = None
-            for tp in mine:
-                if tp[0] is not last:  # one topic's partitions share its id object: one lookup per run
-                    last = tp[0]
-                    claimed = claims[last]
-                if claimed.get(tp[1]) == member_id:
-                    kept.append(tp)
-            held[member_id] = kept
+    for member_id, mine in held.items():
+        kept = []
+        last = None
+        for tp in mine:
+            if tp[0] is not last:  # one topic's partitions share its id object: one lookup per run
+                last = tp[0]
+                numbers = claims[last]
+            if numbers.get(tp[1]) == member_id:
+                kept.append(tp)
+        held[member_id] = kept
     total = sum(count for _, count in topic_of.values())
     base, extra = divmod(total, n)
     rank = {m: i for i, m in enumerate(order)}
@@ -176,16 +158,14 @@ def _uniform_same_subscriptions(
         if len(mine) > quota[m]:
             mine = _lowest_numbers(mine, name_of, quota[m])
         result[m] = mine
-        for tid, numbers in numbers_by_topic(mine).items():
-            taken[tid].update(numbers)
+        for tid, p in mine:
+            taken[tid].add(p)
     unchanged = {m for m in order if m in current and len(result[m]) == len(current[m]) == quota[m]}
     free: list[TopicIdPartition] = []
     for name in topics:
         tid = by_name[name].topic_id
         taken_here = taken[tid]
-        count = by_name[name].partitions
-        left = range(count) if not taken_here else sorted(set(range(count)).difference(taken_here))
-        free.extend(zip(repeat(tid), left))
+        free.extend([(tid, p) for p in range(by_name[name].partitions) if p not in taken_here])
     _deal_round_robin(free, [m for m in order if len(result[m]) < quota[m]], quota, result)
     return {
         member_id: current[member_id] if member_id in unchanged else frozenset(result[member_id])
