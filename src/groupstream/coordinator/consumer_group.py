@@ -88,10 +88,10 @@ target record, the current-assignment record and the answer from the very same s
 
 
 _SET_OF: dict[int, tuple[tuple[TopicPartitions, ...], frozenset[TopicIdPartition]]] = {}
-"""Grouped layouts this process made from a frozenset (by the layout's id, the layout held so that the id
-stays its own), and that set: the runtime replays the very records a handler wrote, and rebuilding a set
-of thousands of (UUID, int) pairs hashes every UUID in Python (most of a large rebalance's time). A memo,
-not state: a miss (a decoded record, an entry dropped) builds the same set."""
+"""The layouts of records written here from a frozenset (by the layout's id, the layout held so that the id
+stays its own), and that set, until the record is replayed: the runtime replays the very records a handler
+wrote, and rebuilding a set of thousands of (UUID, int) pairs hashes every UUID in Python (most of a large
+rebalance's time). A memo, not state: a miss (a decoded record, an entry dropped) builds the same set."""
 _SET_OF_MAX = 4096
 
 
@@ -114,7 +114,6 @@ def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPa
             return last[1]
         grouped = _group_by_topic(partitions)
         _LAST_GROUPED[0] = (partitions, grouped)
-        remember_set(grouped, partitions)
         return grouped
     return _group_by_topic(partitions)
 
@@ -158,8 +157,8 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     """The partitions as a set of (topic id, partition); the pairs are built by zip, not a generator (a
     third less time for a member given thousands of partitions). A layout grouped from a set here is
     answered with that set (``remember_set``)."""
-    if type(items) is tuple:
-        hit = _SET_OF.get(id(items))
+    if type(items) is tuple and _SET_OF:
+        hit = _SET_OF.pop(id(items), None)  # a record is replayed once: its entry is done with
         if hit is not None and hit[0] is items:
             return hit[1]
     out: set[TopicIdPartition] = set()

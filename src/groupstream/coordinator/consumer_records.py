@@ -71,7 +71,10 @@ def member_metadata_record(group_id: str, member_id: str, value: MemberMetadataV
 
 
 def target_member_record(group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> CoordinatorRecord:
-    value = TargetAssignmentMemberValue(to_topic_partitions(partitions))
+    grouped = to_topic_partitions(partitions)
+    if type(partitions) is frozenset:
+        remember_set(grouped, partitions)  # the replay of this very record takes the set back
+    value = TargetAssignmentMemberValue(grouped)
     return CoordinatorRecord(TARGET_MEMBER, ConsumerMemberKey(group_id, member_id), _VALUE_VERSION, value)
 
 
