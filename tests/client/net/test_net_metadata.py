@@ -130,6 +130,19 @@ def test_adding_a_known_topic_does_not_ask_again_and_a_new_one_does_after_the_ba
     assert len(cache.poll(100).unsent_requests) == 1
 
 
+def test_a_new_topic_asked_for_at_once_skips_the_backoff_but_not_after_an_answer_without_it() -> None:
+    """A producer's record for a new topic waits for it: Java's requestUpdateForNewTopics asks at once."""
+    cache = MetadataCache(max_age_ms=0, retry_backoff_ms=100)
+    cache.add_topics(["t"])
+    answer(only_request(cache, 0), response(topic("t", [1])), 0)
+    cache.add_topics(["u"], at_once=True)
+    req = only_request(cache, 1)
+    assert [t.name for t in req.body_for(12).topics] == ["t", "u"]
+    answer(req, response(topic("t", [1])), 2)  # "u" does not exist (yet): no request storm
+    assert cache.topic_errors == {"u": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert cache.poll(3).next_poll_delay_ms == 99
+
+
 def test_leaders_not_among_the_brokers_are_unknown() -> None:
     cache = MetadataCache()
     cache.add_topics(["t"])

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from groupstream.client.errors import KafkaError
 from groupstream.client.net.network_thread import ClientClosedError
 from groupstream.client.producer import BufferFullError, Producer, ProducerClosedError, RecordMetadata
+from groupstream.client.producer.record_path import ROUTE_WAIT_MS
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.records import Codec, iter_batches
 from support.brokers import BrokerFactory, BrokerKind, BrokerProcess, free_port
@@ -172,6 +173,41 @@ def test_auto_created_topics_work(broker: BrokerProcess, producers: list[Produce
     producers.append(p)
     md = p.produce(unique("auto"), b"v").result(30)
     assert md.offset == 0 and md.partition >= 0
+
+
+def test_the_first_record_of_a_new_topic_waits_for_its_route_so_the_rest_are_appended_directly(
+    groupstream_broker: BrokerProcess, producers: list[Producer]
+) -> None:
+    """As Java's send waits for a new topic's metadata: without the wait, a loop handed every record to the
+    network thread while holding the GIL that thread needs to fetch the route (issue 17's transaction bench)."""
+    topic = unique("route")
+    create_topic(groupstream_broker.bootstrap, topic, 3)
+    p = Producer({"bootstrap.servers": groupstream_broker.bootstrap})
+    producers.append(p)
+    first = p.produce(topic, b"first")
+    assert topic in p._acc.routes and p._acc.pending == 0  # the route came while produce() waited; placed
+    rest = [p.produce(topic, b"v%d" % i) for i in range(1000)]
+    assert p.flush(30) == 0
+    md = first.result(0)
+    assert md.offset == 0 and [f.result(0).partition for f in rest[:10]] == [md.partition] * 10
+
+
+def test_a_new_topic_no_broker_answers_for_holds_only_its_first_record_back_and_briefly(
+    producers: list[Producer],
+) -> None:
+    """The first record waits ROUTE_WAIT_MS for the route, not max.block.ms (60 s here); later records of a
+    topic still without a route do not wait (they fail after max.block.ms, as before)."""
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    producers.append(p)
+    start = time.monotonic()
+    p.produce("t", b"x")
+    first = time.monotonic() - start
+    start = time.monotonic()
+    p.produce("t", b"y")
+    second = time.monotonic() - start
+    assert ROUTE_WAIT_MS / 1000 <= first < 10, first
+    assert second < ROUTE_WAIT_MS / 1000, second
+    assert len(p) == 2
 
 
 def test_callbacks_run_on_the_polling_thread_and_flush_reports_what_is_left(

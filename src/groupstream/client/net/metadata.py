@@ -67,13 +67,18 @@ class MetadataCache:
     def topics(self) -> frozenset[str]:
         return frozenset(self._topics)
 
-    def add_topics(self, topics: Iterable[str]) -> None:
-        """Track these topics too; a topic not in the cache yet triggers an update."""
+    def add_topics(self, topics: Iterable[str], *, at_once: bool = False) -> None:
+        """Track these topics too; a topic not in the cache yet triggers an update (``at_once``: without waiting
+        out ``retry.backoff.ms`` after the last answer, as Java's ``requestUpdateForNewTopics``, which its
+        producer calls for a record's new topic: the records produced meanwhile wait for it)."""
         for t in topics:
             if t not in self._topics:
                 self._topics.add(t)
                 if t not in self.cluster.topics:
                     self._need_update = True
+                    if at_once:
+                        self._not_before_ms = 0
+                        self._new_topics_asked = True  # a request in flight cannot cover it: none after it
 
     def remove_topics(self, topics: Iterable[str]) -> None:
         """Stop tracking these topics (a producer gave up on a topic that does not exist)."""

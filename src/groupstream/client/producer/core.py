@@ -62,6 +62,7 @@ class ProducerCore:
     _key_partition: encode.KeyPartition
     _lock: threading.Lock  # the accumulator's
     _plain: bool  # no serializer and no custom partitioner: produce's one-call path applies
+    _route_waited: set[str]  # topics whose first record waited for their route (under the accumulator's lock)
 
     def __len__(self) -> int:
         """Records produced and not yet delivered or failed (confluent-kafka's ``len(producer)``)."""

@@ -149,7 +149,7 @@ class RecordIntake:
             self._fail(rec, fatal)
             return
         self._waiting[topic] = _Waiting(now_ms + self._max_block_ms, [rec])
-        self._metadata.add_topics((topic,))
+        self._metadata.add_topics((topic,), at_once=True)  # its records wait: no retry.backoff.ms first
         self._metadata.request_update()
 
     def _place_waiting(self, now_ms: int) -> None:

@@ -131,6 +131,7 @@ class Producer(BulkPaths, TransactionalProducer):
         self._key_partition = encode.key_partition
         self._lock = self._acc.lock
         self._plain = not self._serializing and self._custom is None  # produce's one-call path applies
+        self._route_waited = set()
         self._thread.start()
 
     def _transaction_manager(self, transactional_id: str) -> TransactionManager:
