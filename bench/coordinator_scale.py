@@ -44,7 +44,9 @@ Steps, for each of the four:
    measured with tracemalloc (and walked too: the two agree, see the notes).
 5. Replay: a restarted shard loading the log as written (every record of the build and of step 2) and the
    log compacted (the last record of each key, tombstones dropped); both must rebuild the live shard's
-   durable state.
+   durable state. Loading reads the log as the broker does, in chunks of 256 KB, and, as the broker does,
+   does not decode a member's target or current-assignment record that a later one of the same chunk
+   replaces.
 6. Join storm: ``--storm`` members join an empty group at once (every join sent before any other request),
    then heartbeat round-robin until Stable with every partition owned exactly once; rounds, requests and
    coordinator time, ``--repeat`` times. The bench exits non-zero if any group does not converge.
@@ -417,7 +419,9 @@ def main() -> int:
             "after the build. Times are CPU time of the coordinator (handle + encoding the records + replaying "
             "them); classic totals add the leader's assignment (client CPU). Members react to every answer at "
             "once and otherwise heartbeat once per round; consumer-protocol members acknowledge a new assignment "
-            "with an immediate heartbeat, as the Java client does.\n\n"
+            "with an immediate heartbeat, as the Java client does. A restarted coordinator loads the log as the "
+            "broker does: in 256 KB reads, a member's target or current-assignment record replaced later in the "
+            "same read left undecoded.\n\n"
             f"Command: `{command}`\n\n{text}\n\n{notes(results)}",
         )
         print(f"wrote {RESULTS}")
