@@ -67,3 +67,23 @@ def test_the_first_poll_arrow_batch_imports_no_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("codec", ["NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD"])
+@pytest.mark.parametrize("log_append_time", [False, True])
+def test_whole_batches_match_their_records(codec: str, log_append_time: bool) -> None:
+    """What ``add_batch`` appends (compressed, transactional, log-append time, read from an offset inside the
+    batch, null keys and tombstones) equals ``records_to_arrow`` of the record decoder's records."""
+    from groupstream.protocol.records.compression import Codec
+
+    b = BatchBuilder(compression=Codec[codec], base_offset=100, producer_id=7, producer_epoch=0, base_sequence=0,
+                     transactional=True, log_append_time=log_append_time)  # fmt: skip
+    for o in range(50):
+        b.append(5_000 + o, None if o % 5 == 0 else b"key-%d" % o, None if o % 7 == 3 else bytes([o]) * o, [])
+    batch = RecordBatch(b.build())
+    builder = ColumnBuilder()
+    assert builder.add_batch("t", 2, batch, 110) == (40, 149)
+    got = builder.finish()
+    got.validate(full=True)
+    assert got.equals(records_to_arrow(batch_records("t", 2, batch, 110)))
+    assert got.column("offset").to_pylist() == list(range(110, 150))
