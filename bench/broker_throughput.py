@@ -12,7 +12,9 @@ For each (records, value size) case, on a fresh topic with 6 partitions per brok
   leaves out its group join.
 Prints records/s and MB/s (10^6 bytes of values per second) for each broker, and the ratios ours/Tansu and
 ours/Kafka. All the brokers run at once (idle but for the one measured) and take turns within each round, so
-load from elsewhere on the machine hits them alike; the fastest of ``--repeat`` rounds counts.
+load from elsewhere on the machine hits them alike; the fastest of ``--repeat`` rounds counts, and each round's
+topic is fetched ``--reads`` times (the fastest counts: a fetch is short, so one read is easily caught by a
+burst of other work on the machine).
 
 ``--flush`` (one or more, each a set of runs): ``default`` is each broker's own (ours: fsync before an acks=all
 answer; Kafka: the page cache, no fsync; Tansu: memory); ``os`` is no fsync on both ours
@@ -21,7 +23,7 @@ default; Kafka ``log.flush.interval.messages=1``). Kafka runs as its start scrip
 its default thread counts; Tansu with its default (memory) storage.
 
     .venv/bin/python bench/broker_throughput.py [--brokers tansu,groupstream,apache] [--records 500000,200000]
-        [--value-size 100,1024] [--partitions 6] [--repeat 3] [--flush default|os|fsync,...]
+        [--value-size 100,1024] [--partitions 6] [--repeat 3] [--reads 3] [--flush default|os|fsync,...]
         [--clients confluent,perf-test] [--write-results]
 """
 
@@ -120,13 +122,13 @@ def perf_produce(bootstrap: str, topic: str, case: Case) -> float:
     return case.records / rate
 
 
-def perf_fetch(bootstrap: str, topic: str, case: Case) -> float:
+def perf_fetch(bootstrap: str, topic: str, case: Case, group: str) -> float:
     """``kafka-consumer-perf-test``: fetch records/s (from the first record, the group join left out) turned
     back into seconds; the records and bytes it counted must be the topic's."""
     props = [a for k, v in PERF_CONSUMER.items() for a in ("--command-property", f"{k}={v}")]
     out = _tool("org.apache.kafka.tools.ConsumerPerformance", [
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(case.records),
-        "--timeout", "120000", "--group", f"{topic}-perf", *props])  # fmt: skip
+        "--timeout", "120000", "--group", group, *props])  # fmt: skip
     lines = [line for line in out.splitlines() if line.strip()]
     header = [h.strip() for h in lines[-2].split(",")]
     row = dict(zip(header, (v.strip() for v in lines[-1].split(",")), strict=True))
@@ -146,10 +148,14 @@ def clients_of(broker: str, clients: list[str]) -> list[str]:
 
 
 def run_flush(
-    flush: str, names: list[str], clients: list[str], cases: list[Case], partitions: int, repeat: int, workdir: Path
+    flush: str, names: list[str], clients: list[str], cases: list[Case], partitions: int, repeat: int, reads: int,
+    workdir: Path,
 ) -> list[Measurement]:
     """Every broker started with this flush setting; each case ``repeat`` rounds in which the brokers (and the
-    clients) take turns on fresh topics; the fastest produce and the fastest fetch of each are kept."""
+    clients) take turns on fresh topics; the fastest produce and the fastest fetch of each are kept. Each
+    round's topic is read ``reads`` times (a fresh consumer, or a fresh group for perf-test, each time): a
+    fetch of 200 MB takes well under a second, so one read is at the mercy of whatever else the two cores
+    are doing at that moment."""
     out = []
     brokers = [Broker(n, workdir / flush, FLUSH_SETTINGS[flush].get(n)) for n in names]
     started: list[Broker] = []
@@ -166,9 +172,10 @@ def run_flush(
                         if client == "confluent":
                             value = os.urandom(case.value_size)
                             p = confluent_produce(b.bootstrap, topic, case.records, value)
-                            f = confluent_fetch(b.bootstrap, topic, case, partitions)
+                            f = min(confluent_fetch(b.bootstrap, topic, case, partitions) for _ in range(reads))
                         else:
-                            p, f = perf_produce(b.bootstrap, topic, case), perf_fetch(b.bootstrap, topic, case)
+                            p = perf_produce(b.bootstrap, topic, case)
+                            f = min(perf_fetch(b.bootstrap, topic, case, f"{topic}-perf-{i}") for i in range(reads))
                         runs.setdefault((b.name, client), []).append((p, f))
             for b in brokers:
                 for client in clients_of(b.name, clients):
@@ -223,6 +230,7 @@ def main() -> int:
     ap.add_argument("--value-size", default="100,1024", help="value sizes in bytes, one case each")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3, help="runs per case; the fastest is reported")
+    ap.add_argument("--reads", type=int, default=3, help="fetches of each round's topic; the fastest counts")
     ap.add_argument("--flush", default="default", help="comma-separated: default, os, fsync (see above)")
     ap.add_argument("--clients", default="confluent", help="comma-separated: confluent, perf-test")
     ap.add_argument("--write-results", action="store_true", help=f"update the section in {RESULTS}")
@@ -241,7 +249,7 @@ def main() -> int:
     results: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="bench-brokers-") as tmp:
         for flush in flushes:
-            results += run_flush(flush, names, clients, cases, args.partitions, args.repeat, Path(tmp))
+            results += run_flush(flush, names, clients, cases, args.partitions, args.repeat, args.reads, Path(tmp))
     text = table(results, cases, args.partitions)
     print()
     print(text)
@@ -266,10 +274,11 @@ def main() -> int:
             "## Broker throughput (`bench/broker_throughput.py`)\n\n"
             f"{env}; load average {load} at the start. Client: confluent-kafka; produce acks=all, linger.ms=10, "
             "no compression, keyless; fetch in assign mode from offset 0, every value touched. All brokers run at "
-            "once and take turns in each round; the fastest of the rounds. Our broker: durable log. Tansu 0.6.0: "
+            "once and take turns in each round; the fastest of the rounds (fetch: of every read, each round's topic "
+            f"read {args.reads} times). Our broker: durable log. Tansu 0.6.0: "
             f"memory storage.{kafka} MB/s counts value bytes (10^6 B).\n\n"
             f"Command: `python bench/broker_throughput.py --brokers {args.brokers} --records {args.records} "
-            f"--value-size {args.value_size} --partitions {args.partitions} --repeat {args.repeat}{extra} "
+            f"--value-size {args.value_size} --partitions {args.partitions} --repeat {args.repeat} --reads {args.reads}{extra} "
             f"--write-results`\n\n{text}",
         )
         print(f"\nwrote {RESULTS}")
