@@ -26,6 +26,7 @@ from kit import (
     command_line,
     create_topic,
     environment,
+    os_load,
     parse_ints,
     start_broker,
     write_section,
@@ -128,6 +129,7 @@ def main() -> None:
     value = b"x" * args.value_size
     rows: list[str] = []
     consume_rows: list[str] = []
+    load_start = os_load()
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             broker: Any = None
@@ -167,7 +169,8 @@ def main() -> None:
             "",
             f"`{command_line('transactions.py')}`",
             "",
-            environment(),
+            f"{environment()}; load average (1, 5, 15 min) {load_start} at the start, {os_load()} at the end "
+            "(other sessions' work shares the two cores: read the ratios, each run alternates the clients)",
             "",
             f"{args.records:,} records of {args.value_size} B into {args.partitions} partitions, best of "
             f"{args.rounds} alternating rounds; records per second from the first begin_transaction to the last "
