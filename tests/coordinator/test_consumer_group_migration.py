@@ -331,9 +331,9 @@ def test_the_last_consumer_member_leaving_makes_the_group_classic_again_and_it_r
     classic = h.shard.group(GROUP)
     assert classic is not None and classic.generation == epoch and set(classic.members) == {a.member_id, b.member_id}
     assert classic.protocol_name == PROTOCOL and classic.leader_id in classic.members
-    # each member's classic assignment is its target in the consumer group
+    # each member's classic assignment is what it held in the consumer group
     held = {mid: set(decode_assignment(m.assignment).partitions) for mid, m in classic.members.items()}
-    assert held[a.member_id] | held[b.member_id] <= T4 and not (held[a.member_id] & held[b.member_id])
+    assert (held[a.member_id], held[b.member_id]) == (a.owned, b.owned)
     h.advance(0)  # the rebalance that follows the conversion
     assert classic.state.value == "PreparingRebalance"
     assert a.beat() in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION)
@@ -433,3 +433,14 @@ def test_a_classic_member_that_rejoins_and_syncs_in_time_stays() -> None:
         if a.beat() != E.NONE:
             a.rebalance()
     assert a.member_id in consumer_group(h).members and a.owned and c.owned
+
+
+def test_a_restart_before_the_rebalance_that_follows_a_downgrade_still_rebalances() -> None:
+    h = Harness(config=_config())
+    a, b, c = upgraded(h)
+    c.leave()  # the rebalance timer is due now, but the coordinator restarts first
+    h.restart()
+    classic = h.shard.group(GROUP)
+    assert classic is not None and classic.state.value == "PreparingRebalance"
+    classic_rebalance(h, [a, b])
+    assert a.owned | b.owned == T4

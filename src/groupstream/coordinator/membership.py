@@ -601,8 +601,12 @@ class ClassicMembership:
 
     def rebalance_oversized(self, op: Op, group: ClassicGroup) -> None:
         """After loading: a group above ``group.max.size`` (the limit was lowered) rebalances, which lets its
-        members commit and drops the ones that do not rejoin in time."""
-        if len(group.members) > op.ctx.config.max_size and group.can_rebalance():
+        members commit and drops the ones that do not rejoin in time; so does a group whose last record has no
+        state timestamp, as an online downgrade writes it (`migration`): the rebalance that must follow the
+        downgrade may not have run before the restart (GroupMetadata values before version 2 carry none
+        either: they cost one rebalance at loading)."""
+        owed = group.committed is not None and group.committed.current_state_timestamp == -1
+        if group.members and (len(group.members) > op.ctx.config.max_size or owed) and group.can_rebalance():
             self._prepare_rebalance(op, group)
 
 

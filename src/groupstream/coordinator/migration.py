@@ -15,7 +15,10 @@ Downgrade: when a ``consumer``-protocol member leaves or is fenced and every oth
 protocol, the policy allows it (``bidirectional``, ``downgrade``) and they fit in ``group.max.size``, the group
 becomes a classic group of them: the consumer group's records are deleted and a GroupMetadata record written
 at generation = the group epoch, with the protocol the members vote for, the first member as leader and each
-member's target assignment. A rebalance follows at once (a timer due now, so that it runs on the replayed
+member's partitions as it holds them now. (Kafka records the target assignment, which a member may not hold
+yet while another still does: a consumer member converting the group again before the rebalance completes
+would then take the current assignments from those and give a held partition a second owner.) A rebalance
+follows at once (a timer due now, so that it runs on the replayed
 classic group): the leaving member's partitions are given out by the classic leader's assignor.
 
 The joining member's heartbeat then runs on the converted group (bumping the group epoch, so the server
@@ -187,7 +190,9 @@ def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView)
         return False
     if not cfg.downgrade_enabled or len(stay) > cfg.max_size:
         return False
-    classic = ClassicGroup(group_id, op.now_ms)
+    # No state timestamp (-1) in the record: it marks the rebalance still owed, which a restart before the
+    # rebalance timer fires starts when the group is loaded (`ClassicMembership.rebalance_oversized`).
+    classic = ClassicGroup(group_id, None)
     for m in stay:
         md = m.metadata
         classic.add(ClassicMember(
@@ -206,7 +211,7 @@ def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView)
         metadata = cm.metadata(protocol) or b""
         at = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
         named = []
-        for t, p in group.targets.get(cm.member_id, frozenset()):
+        for t, p in group.members[cm.member_id].assignment.holds():
             name = topics.topic_name(t) if has_topic_ids(topics) else None
             if name is not None:
                 named.append((name, p))
