@@ -21,23 +21,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from job_kit import local_session
 
 
 def session() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("groupstream-dataloss-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("groupstream-dataloss-test")
 
 
 def say(**fields: Any) -> None:

@@ -8,36 +8,15 @@ runs with Trigger.AvailableNow and exits once everything present has been writte
 
 from __future__ import annotations
 
-import os
 import sys
 
-from pyspark.sql import SparkSession
+from job_kit import local_session, run_until_killed_or_caught_up, topic_stream
 
 
 def main(argv: list[str]) -> int:
     bootstrap, in_topic, out_topic, checkpoint = argv[:4]
-    until_caught_up = "--until-caught-up" in argv
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("groupstream-eos-crash-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    df = (
-        spark.readStream.format("groupstream")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", in_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "700")
-        .load()
-        .select("key", "value")
-    )
+    spark = local_session("groupstream-eos-crash-test")
+    df = topic_stream(spark, bootstrap, in_topic).select("key", "value")
     writer = (
         df.writeStream.format("groupstream")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -48,14 +27,7 @@ def main(argv: list[str]) -> int:
         .option("kafka.transaction.timeout.ms", "60000")
         .option("checkpointLocation", checkpoint)
     )
-    if until_caught_up:
-        query = writer.trigger(availableNow=True).start()
-    else:
-        query = writer.trigger(processingTime="200 milliseconds").start()
-    print("query started", flush=True)
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_until_killed_or_caught_up(spark, writer, argv)
 
 
 if __name__ == "__main__":

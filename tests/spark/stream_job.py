@@ -8,46 +8,18 @@ Trigger.AvailableNow and exits once everything present has been written.
 
 from __future__ import annotations
 
-import os
 import sys
 
-from pyspark.sql import SparkSession
+from job_kit import local_session, run_until_killed_or_caught_up, topic_stream
 
 
 def main(argv: list[str]) -> int:
     bootstrap, topic, out, checkpoint, group = argv[:5]
-    until_caught_up = "--until-caught-up" in argv
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("groupstream-crash-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    df = (
-        spark.readStream.format("groupstream")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "700")
-        .option("group.id", group)
-        .load()
-        .select("topic", "partition", "offset", "key", "value")
-    )
+    spark = local_session("groupstream-crash-test")
+    df = topic_stream(spark, bootstrap, topic, **{"group.id": group})
+    df = df.select("topic", "partition", "offset", "key", "value")
     writer = df.writeStream.format("parquet").option("path", out).option("checkpointLocation", checkpoint)
-    if until_caught_up:
-        query = writer.trigger(availableNow=True).start()
-    else:
-        query = writer.trigger(processingTime="200 milliseconds").start()
-    print("query started", flush=True)
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_until_killed_or_caught_up(spark, writer, argv)
 
 
 if __name__ == "__main__":
