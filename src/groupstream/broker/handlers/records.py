@@ -21,29 +21,35 @@ from groupstream.storage.errors import OffsetOutOfRange
 if TYPE_CHECKING:
     from groupstream.broker.node import Broker
 
+    _PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+
 HIGH_WATERMARK = -1
 
 
 @handles("DeleteRecords")
 def handle_delete_records(broker: Broker, request: Request) -> DeleteRecordsResponse:
     R = DELETE_RECORDS.Response
-    T = R.DeleteRecordsTopicResult
-    P = T.DeleteRecordsPartitionResult
-    topics = []
+    answered = []
     for t in DELETE_RECORDS.body_of(request).topics:
         refusal = partition_refusal(broker, t.name, Operation.DELETE)
-        parts = []
-        for p in t.partitions:
-            code, low = refusal(p.partition_index), -1
-            if code == ErrorCode.NONE and is_internal(t.name):
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            elif code == ErrorCode.NONE:
-                plog = broker.catalog.log(t.name, p.partition_index)
-                target = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
-                try:
-                    low = plog.delete_records(target)
-                except OffsetOutOfRange:
-                    code = ErrorCode.OFFSET_OUT_OF_RANGE
-            parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=code))
-        topics.append(T(name=t.name, partitions=parts))
-    return R(throttle_time_ms=0, topics=topics)
+        answered.append(R.DeleteRecordsTopicResult(name=t.name, partitions=[
+            _delete(broker, t.name, p.partition_index, p.offset, refusal(p.partition_index)) for p in t.partitions
+        ]))  # fmt: skip
+    return R(throttle_time_ms=0, topics=answered)
+
+
+def _delete(broker: Broker, topic: str, index: int, offset: int, code: int) -> _PartitionResult:
+    """One partition's answer: ``code`` when it is refused; else its records below ``offset`` are deleted (an
+    internal topic's never are) and the new log start is answered."""
+    low = -1
+    if code == ErrorCode.NONE and is_internal(topic):
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+    elif code == ErrorCode.NONE:
+        plog = broker.catalog.log(topic, index)
+        try:
+            low = plog.delete_records(plog.high_watermark if offset == HIGH_WATERMARK else offset)
+        except OffsetOutOfRange:
+            code = ErrorCode.OFFSET_OUT_OF_RANGE
+    return DELETE_RECORDS.Response.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+        partition_index=index, low_watermark=low, error_code=code
+    )
