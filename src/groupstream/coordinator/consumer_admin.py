@@ -18,7 +18,8 @@ from typing import Any
 
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView, has_topic_ids
+from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView, body_as, has_topic_ids
+from groupstream.protocol.bodies import CONSUMER_GROUP_DESCRIBE
 from groupstream.protocol.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
@@ -26,12 +27,10 @@ from groupstream.protocol.consumer_protocol import (
     encode_subscription,
 )
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.protocol.messages import by_name
 
 __all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "describe_groups_entry"]
 
 E = ErrorCode
-CONSUMER_GROUP_DESCRIBE = by_name("ConsumerGroupDescribe")
 CONSUMER_GROUP_TYPE = "consumer"
 """Kafka's group type (ListGroups v5) and protocol type for KIP-848 groups."""
 _CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1's MemberType
@@ -99,7 +98,7 @@ class ConsumerGroupAdmin:
         R = CONSUMER_GROUP_DESCRIBE.Response
         G = R.DescribedGroup
         out = []
-        for raw in req.body.group_ids:
+        for raw in body_as(CONSUMER_GROUP_DESCRIBE, req).group_ids:
             group_id = str(raw)
             group = op.ctx.consumer_groups.get(group_id)
             if group is None:

@@ -38,7 +38,7 @@ from groupstream.coordinator.context import Op
 from groupstream.coordinator.migration import Refused, downgrade, upgrade
 from groupstream.coordinator.reconcile import MemberAssignment, MemberState, epochs_for, reconcile
 from groupstream.coordinator.records import group_tombstone
-from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, is_catalog
+from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, body_as, is_catalog
 from groupstream.coordinator.result import CoordinatorRecord
 from groupstream.coordinator.target_assignment import (
     compute_target,
@@ -51,6 +51,7 @@ from groupstream.coordinator.timers import (
     consumer_session_key,
     consumer_sync_key,
 )
+from groupstream.protocol.bodies import CONSUMER_GROUP_HEARTBEAT, ConsumerGroupHeartbeatRequest
 from groupstream.protocol.consumer_group_records import (
     ClassicProtocol,
     MemberMetadataValue,
@@ -59,13 +60,11 @@ from groupstream.protocol.consumer_group_records import (
     TopicMetadata,
 )
 from groupstream.protocol.error_codes import ErrorCode
-from groupstream.protocol.messages import by_name
 from groupstream.protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 
 __all__ = ["CONSUMER_GROUP_HEARTBEAT", "ClassicJoin", "ConsumerMembership", "HeartbeatRefused"]
 
 E = ErrorCode
-CONSUMER_GROUP_HEARTBEAT = by_name("ConsumerGroupHeartbeat")
 _CLIENT_GENERATED_MEMBER_ID_FROM = 1  # KIP-1082: from v1 the client names itself
 
 
@@ -267,7 +266,7 @@ class ConsumerMembership:
     def heartbeat(self, op: Op, req: ShardRequest, metadata: TopicsView, get_group: Callable[[str], Any]) -> None:
         """``get_group(id)`` is the shard's lookup: a ConsumerGroup, a classic group, or None."""
         R = CONSUMER_GROUP_HEARTBEAT.Response
-        body = req.body
+        body = body_as(CONSUMER_GROUP_HEARTBEAT, req)
         try:
             if not is_catalog(metadata):
                 raise HeartbeatRefused(E.UNSUPPORTED_VERSION, "this coordinator cannot list topics")
@@ -292,7 +291,7 @@ class ConsumerMembership:
         metadata still holds and no regular expression is due. The full path would conclude the same (no
         record, the session renewed, no assignment in the answer) after building the member's metadata and
         the group's change; this checks the same conditions directly."""
-        body = req.body
+        body = body_as(CONSUMER_GROUP_HEARTBEAT, req)
         epoch = body.member_epoch
         if (
             epoch <= 0
@@ -342,7 +341,8 @@ class ConsumerMembership:
     def _heartbeat(
         self, op: Op, req: ShardRequest, topics: TopicCatalogView, found: Any, classic: ClassicJoin | None = None
     ) -> Any:
-        body = req.body
+        # a ConsumerGroupHeartbeat, or a classic member's JoinGroup shaped as one (classic_join)
+        body: ConsumerGroupHeartbeatRequest = req.body
         cfg = op.ctx.config
         group_id, member_id, epoch = str(body.group_id), str(body.member_id), int(body.member_epoch)
         instance_id = body.instance_id
