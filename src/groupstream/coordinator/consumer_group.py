@@ -106,6 +106,16 @@ def remember_set(grouped: tuple[TopicPartitions, ...], partitions: frozenset[Top
     memo[id(grouped)] = (grouped, partitions)
 
 
+def _written_set(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition] | None:
+    """The set a record being replayed was written from (``remember_set``), taken out of the memo (a record is
+    replayed once); None: not one written here."""
+    if type(items) is tuple and _SET_OF:
+        hit = _SET_OF.pop(id(items), None)
+        if hit is not None and hit[0] is items:
+            return hit[1]
+    return None
+
+
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
     """Partitions grouped by topic, topics and partitions sorted (the records' and responses' layout)."""
     if type(partitions) is frozenset:
@@ -157,10 +167,9 @@ def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicId
     """The partitions as a set of (topic id, partition); the pairs are built by zip, not a generator (a
     third less time for a member given thousands of partitions). A layout grouped from a set here is
     answered with that set (``remember_set``)."""
-    if type(items) is tuple and _SET_OF:
-        hit = _SET_OF.pop(id(items), None)  # a record is replayed once: its entry is done with
-        if hit is not None and hit[0] is items:
-            return hit[1]
+    written = _written_set(items)
+    if written is not None:
+        return written
     out: set[TopicIdPartition] = set()
     for t in items:
         out.update(zip(repeat(t.topic_id), t.partitions, strict=False))
@@ -509,7 +518,10 @@ class ConsumerGroup:
             member.assignment = MemberAssignment(member_id, LEAVE_EPOCH, LEAVE_EPOCH, MemberState.STABLE, NO_PARTITIONS)
         else:
             target = self.targets.get(member_id)
-            if target is not None and _names_exactly(value.assigned, target):
+            written = _written_set(value.assigned)  # the set the handler wrote this very record from
+            if written is not None:
+                assigned = written
+            elif target is not None and _names_exactly(value.assigned, target):
                 assigned = target  # compared on the numbers: no set built (a loaded member usually holds its target)
             else:
                 assigned = from_topic_partitions(value.assigned)
