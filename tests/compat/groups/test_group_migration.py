@@ -1,17 +1,19 @@
 """Online migration (Kafka 4, KIP-848) on our broker with real members in their own processes: a rolling
-upgrade of a classic group of confluent-kafka members (cooperative-sticky) consuming a steady stream, one by
-one replaced by ``group.protocol=consumer`` members (confluent-kafka and ours), then rolled back to classic
-members. The group is converted by the first consumer member (classic members keep working inside the
+upgrade of a classic group of six confluent-kafka members (cooperative-sticky; three with range) consuming a
+steady stream, one by one replaced by ``group.protocol=consumer`` members (confluent-kafka and ours
+alternately), then rolled back to classic members. The group is converted by the first consumer member (classic members keep working inside the
 consumer group) and back when the last one leaves. Every record is consumed, commits come from owners, and no
-partition ever has two owners (`group_harness.check_group`).
+partition ever has two owners (`group_harness.check_group`), and a partition that stays with its owner
+keeps flowing (no gap of 2 heartbeat intervals).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
-from group_harness import Members, check_group, create_topic, unique, wait_for
+from group_harness import Members, check_group, create_topic, ownership_intervals, unique, wait_for
 
 from groupstream.client.admin import Admin
 from support.brokers import BrokerFactory, BrokerKind
@@ -22,6 +24,7 @@ pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours]
 CLASSIC = {"client": "confluent", "protocol": "classic", "strategy": "cooperative-sticky"}
 CONSUMER = {"client": "confluent", "protocol": "consumer", "strategy": "uniform"}
 OURS = {"client": "groupstream", "protocol": "consumer", "strategy": "uniform"}
+HEARTBEAT_S = 0.5  # the classic members' heartbeat.interval.ms (group_member's default) and the broker's
 
 
 def _end_offsets(bootstrap: str, topic: str, partitions: int) -> set[tuple[str, int, int]]:
@@ -51,16 +54,24 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(
     broker = broker_factory(BrokerKind.GROUPSTREAM, settings={
         "group.initial.rebalance.delay.ms": "0",
         "group.consumer.session.timeout.ms": "6000",
-        "group.consumer.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": str(int(HEARTBEAT_S * 1000)),
     })  # fmt: skip
-    rolling_upgrade(broker.bootstrap, members, classic={**CLASSIC, "strategy": strategy})
+    # The issue's six members for the cooperative case; three for range (eager: every rebalance revokes all).
+    n = 6 if strategy == "cooperative-sticky" else 3
+    worst = rolling_upgrade(broker.bootstrap, members, classic={**CLASSIC, "strategy": strategy}, n=n)
+    print(f"\nworst gap of a partition under one owner during the migrations: {worst * 1000:.0f} ms")
+    # Partitions that do not move keep flowing: under 2 heartbeat intervals (500 ms, classic and consumer).
+    assert worst < 2 * HEARTBEAT_S, f"a partition was not consumed for {worst * 1000:.0f} ms under one owner"
 
 
-def rolling_upgrade(bs: str, members: Members, split_timeout: float = 60, classic: dict[str, str] = CLASSIC) -> None:
-    """The scenario, on the broker at ``bs`` (ours here, Apache Kafka in tests/apache), with ``classic``
-    members."""
+def rolling_upgrade(
+    bs: str, members: Members, split_timeout: float = 60, classic: dict[str, str] = CLASSIC, n: int = 3
+) -> float:
+    """The scenario, on the broker at ``bs`` (ours here, Apache Kafka in tests/apache), with ``n`` ``classic``
+    members on ``2 n`` partitions. Returns the worst gap (s) in the consumption of a partition while one member
+    owned it: partitions that do not move keep flowing."""
     topic, group = unique("migrate"), unique("g-migrate")
-    partitions = 6
+    partitions = 2 * n
     create_topic(bs, topic, partitions)
     every = {(topic, p) for p in range(partitions)}
     members.common.update(bootstrap=bs, group=group, topics=[topic], max_records=200, batch_delay_s=0)
@@ -68,14 +79,15 @@ def rolling_upgrade(bs: str, members: Members, split_timeout: float = 60, classi
     feed.start()
     started = time.monotonic()
     try:
-        live = [members.start(f"C{i}", **classic) for i in range(3)]
+        live = [members.start(f"C{i}", **classic) for i in range(n)]
         members.wait_split(live, every, timeout=split_timeout)
         assert _group_type(bs, group) == "classic"
-        for step, (old_name, new_name, conf, kind) in enumerate(
-            [("C0", "N0", CONSUMER, "consumer"), ("C1", "N1", OURS, "consumer"), ("C2", "N2", CONSUMER, "consumer"),
-             # and back: classic members in the consumer group, until the last consumer member leaves
-             ("N0", "R0", classic, "consumer"), ("N1", "R1", classic, "consumer"), ("N2", "R2", classic, "classic")]
-        ):  # fmt: skip
+        rolling_from = time.monotonic()
+        # consumer members alternate confluent-kafka and ours; then back: classic members in the consumer group,
+        # until the last consumer member leaves
+        plan = [(f"C{i}", f"N{i}", OURS if i % 2 else CONSUMER, "consumer") for i in range(n)]
+        plan += [(f"N{i}", f"R{i}", classic, "consumer" if i < n - 1 else "classic") for i in range(n)]
+        for step, (old_name, new_name, conf, kind) in enumerate(plan):
             new = members.start(new_name, **conf)
             old = next(m for m in live if m.name == old_name)
             live = [*live, new]
@@ -94,6 +106,7 @@ def rolling_upgrade(bs: str, members: Members, split_timeout: float = 60, classi
     finally:
         feed.stop_event.set()
         feed.join(30)
+        fed_until = time.monotonic()
     produced = _end_offsets(bs, topic, partitions)
     assert len(produced) == feed.produced
     wait_for(lambda: {r for m in members.all for r in m.processed} >= produced, 60,
@@ -101,3 +114,18 @@ def rolling_upgrade(bs: str, members: Members, split_timeout: float = 60, classi
     for m in live:
         m.close()
     check_group(members.all, produced)
+    return _worst_gap(members, rolling_from, fed_until)
+
+
+def _worst_gap(members: Members, since: float, until: float) -> float:
+    """The longest time between two batches of one partition handed to the member that owned it throughout,
+    during the rolling upgrade and back (from ``since``, the group formed, while records kept arriving)."""
+    worst = 0.0
+    by_name = {m.name: m for m in members.all}
+    for tp, intervals in ownership_intervals(members.all).items():
+        for iv in intervals:
+            times = sorted(e["t"] for e in by_name[iv.member].of("recs")
+                           if max(iv.start, since) <= e["t"] <= min(iv.end, until) and any((t, p) == tp for t, p, _ in e["recs"]))  # fmt: skip
+            for a, b in itertools.pairwise(times):
+                worst = max(worst, b - a)
+    return worst
