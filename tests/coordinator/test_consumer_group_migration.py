@@ -444,3 +444,22 @@ def test_a_restart_before_the_rebalance_that_follows_a_downgrade_still_rebalance
     assert classic is not None and classic.state.value == "PreparingRebalance"
     classic_rebalance(h, [a, b])
     assert a.owned | b.owned == T4
+
+
+@pytest.mark.parametrize("version", [2, 8, 9])
+def test_classic_members_of_a_consumer_group_commit_at_their_generation_with_any_version(version: int) -> None:
+    h = Harness(config=_config())
+    (a,) = classic_group(h, "a")
+    c = Member(h, "c")
+    c.join()
+    a.rebalance()
+    g = consumer_group(h)
+    assert a.generation == g.members[a.member_id].epoch
+    assert set(h.commit({("t", 0): 5}, member_id=a.member_id, generation=a.generation, version=version).values()) == {
+        E.NONE}  # fmt: skip
+    wrong = h.commit({("t", 0): 6}, member_id=a.member_id, generation=a.generation - 1, version=version)
+    assert set(wrong.values()) == {E.ILLEGAL_GENERATION}
+    assert h.shard.committed_offset(GROUP, "t", 0).offset == 5
+    if version < 9:  # a consumer-protocol member must commit with v9+
+        assert set(h.commit({("t", 1): 1}, member_id="c", generation=c.epoch, version=version).values()) == {
+            E.UNSUPPORTED_VERSION}  # fmt: skip

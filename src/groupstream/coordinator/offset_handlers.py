@@ -86,6 +86,10 @@ def _validate_member_epoch(
     member = group.members.get(member_id)
     if member is None:
         return E.UNKNOWN_MEMBER_ID
+    if member.metadata.uses_classic_protocol:
+        # A classic member of a consumer group (online migration) commits at any version with its
+        # generation, which is its member epoch; another is ILLEGAL_GENERATION, as in Kafka.
+        return None if epoch == member.epoch else E.ILLEGAL_GENERATION
     if commit_version is not None and commit_version < _MEMBER_EPOCH_COMMITS_FROM:
         return E.UNSUPPORTED_VERSION  # a KIP-848 member must send its epoch, which needs OffsetCommit v9
     if epoch == member.epoch:
