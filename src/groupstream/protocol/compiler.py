@@ -454,6 +454,12 @@ class CompiledApi(Generic[Req, Resp]):
         self._gen.encoder(self.api.request, version, True)(msg, out)
         return b"".join(out)
 
+    def encode_request_into(self, msg: Req, version: int, out: list[bytes]) -> None:
+        """Append the encoded pieces to ``out``: a Produce request's record batches stay the caller's buffers
+        (no copy), for a writer that sends the pieces as they are (``sendmsg``)."""
+        self._check(version)
+        self._gen.encoder(self.api.request, version, True)(msg, out)
+
     def encode_response(self, msg: Resp, version: int) -> bytes:
         self._check(version)
         out: list[bytes] = []

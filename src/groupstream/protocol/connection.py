@@ -93,14 +93,22 @@ class ClientConnection:
         self._pending: dict[int, tuple[CompiledApi, int]] = {}
 
     def send_request(self, api: CompiledApi, version: int, body: Any, expect_response: bool = True) -> tuple[int, bytes]:
+        corr, parts = self.send_request_parts(api, version, body, expect_response)
+        return corr, b"".join(parts)
+
+    def send_request_parts(
+        self, api: CompiledApi, version: int, body: Any, expect_response: bool = True
+    ) -> tuple[int, list[bytes]]:
+        """The framed request as the encoder's pieces, not joined: a record batch in the body is one of them,
+        the caller's own buffer, so a writer that sends the pieces as they are copies no batch."""
         corr = self._next_corr
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
         parts: list[bytes] = []
         encode_request_header(RequestHeader(api.key, version, corr, self._client_id), api.is_flexible(version), parts)
-        parts.append(api.encode_request(body, version))
+        api.encode_request_into(body, version, parts)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF  # after the encoder: a body it refuses takes no id
         if expect_response:
             self._pending[corr] = (api, version)
-        return corr, b"".join(frame(parts))
+        return corr, frame(parts)
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._reader.receive_data(data)

@@ -243,3 +243,21 @@ def test_reconnecting_starts_a_fresh_codec() -> None:
     fresh = WireBroker(conn)
     req = fresh.one_request()
     assert req.api.name == "ApiVersions" and req.header.correlation_id == 0
+
+
+def test_a_produce_requests_record_batches_go_to_the_socket_from_their_own_buffers() -> None:
+    """A record batch is not copied into the request: the chunk queued for ``sendmsg`` is a view of the
+    batch's own buffer, the small pieces around it share one chunk, and the broker decodes the same request."""
+    conn, wire = ready_connection()
+    batches = [bytearray(b"%c" % (65 + i)) * (20_000 + i) for i in range(3)]  # stand-ins: the bytes are opaque
+    R = PRODUCE.Request
+    TD = R.TopicProduceData
+    parts = [TD.PartitionProduceData(index=i, records=b) for i, b in enumerate(batches)]
+    body = R(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[TD(name="t", partition_data=parts)])
+    conn.send("p", PRODUCE, 9, body, 0)
+    chunks = conn.output_chunks()
+    in_place = [c for c in chunks if any(c.obj is b for b in batches)]
+    assert [c.obj for c in in_place] == batches
+    assert len(chunks) == 2 * len(batches) + 1  # header+lengths, batch, lengths, batch, ..., tagged fields
+    req = wire.one_request()
+    assert [bytes(p.records) for p in req.body.topic_data[0].partition_data] == [bytes(b) for b in batches]

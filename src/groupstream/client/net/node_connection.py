@@ -55,6 +55,7 @@ _TLS_READ = 256 * 1024
 _SETUP_STEP = {"ApiVersions": "negotiation", "SaslHandshake": "authentication", "SaslAuthenticate": "authentication"}
 _FIRST_API_VERSIONS_VERSION = 3
 _MAX_CHUNKS_PER_SEND = 64
+_JOIN_BELOW = 16_384  # request pieces smaller than this are joined with their neighbours, larger ones sent in place
 
 
 class ConnectionState(Enum):
@@ -295,7 +296,7 @@ class NodeConnection:
                 f"node {self.node_id} cannot send now ({self.state.value}, {self.in_flight} in flight)"
             )
         try:
-            corr, wire = self._codec.send_request(api, version, body, expect_response)
+            corr, wire = self._codec.send_request_parts(api, version, body, expect_response)
         except (LocalProtocolError, TypeError, ValueError, OverflowError, struct.error) as e:
             # a body that does not fit the version (or the schema): fail this request, keep the connection
             raise KafkaProtocolError(f"cannot encode {api.name} v{version}: {e}") from None
@@ -316,17 +317,32 @@ class NodeConnection:
     def _send_internal(self, api: CompiledApi, version: int, body: Any, now_ms: int) -> int:
         """A request of the connection's own (negotiation, authentication): in flight with no tag."""
         assert self._codec is not None
-        corr, wire = self._codec.send_request(api, version, body)
+        corr, wire = self._codec.send_request_parts(api, version, body)
         self._queue(wire)
         self._in_flight[corr] = InFlight(None, api, version, now_ms, now_ms + self._config.request_timeout_ms)
         return corr
 
-    def _queue(self, wire: bytes | bytearray | memoryview) -> None:
+    def _queue(self, wire: list[bytes]) -> None:
+        """Queue a request's pieces for the socket. Large pieces (a Produce request's record batches) are queued
+        as views of their own buffers, not copied: ``sendmsg`` writes them from there; the small pieces between
+        them (headers, lengths) are joined into one chunk each, so a request of many partitions still takes
+        few of ``sendmsg``'s buffers."""
         if self._tls is None:
-            self._out.append(memoryview(wire))
+            out = self._out
+            small: list[bytes] = []
+            for part in wire:
+                if len(part) < _JOIN_BELOW:
+                    small.append(part)
+                    continue
+                if small:
+                    out.append(memoryview(b"".join(small)))
+                    small = []
+                out.append(memoryview(part))
+            if small:
+                out.append(memoryview(b"".join(small)))
             return
         try:
-            self._tls.encrypt([wire])
+            self._tls.encrypt(wire)
         except TlsError as e:
             raise KafkaProtocolError(f"cannot encrypt a request to {self.address}: {e}") from None
         self._take_tls_output()
