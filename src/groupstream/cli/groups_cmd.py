@@ -311,22 +311,31 @@ def _members_table(descs: Sequence[GroupDescription | ConsumerGroupDescription],
 
 
 def _consumer_members_table(groups: list[ConsumerGroupDescription], args: argparse.Namespace) -> None:
+    """Kafka 4's member columns, and ours, MEMBER-STATE. UPGRADED, as Kafka 4.4's tool prints it, only for a
+    group in the middle of an online migration (classic and ``consumer`` members both): ``true`` for a member
+    speaking the ``consumer`` protocol, ``false`` for a classic one, ``-`` when the broker does not tell
+    (ConsumerGroupDescribe before v1)."""
     table = Table()
-    # PROTOCOL: the member's own (a classic member of a consumer group during an online migration says
-    # "classic"; "-" when the broker does not tell, before ConsumerGroupDescribe v1).
-    cols = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
-            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE", "PROTOCOL")  # fmt: skip
+    types = {m.member_type for cg in groups for m in cg.members}
+    mixed = {"classic", "consumer"} <= types
+    cols = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "MEMBER-STATE"]  # fmt: skip
+    if mixed:
+        cols.append("UPGRADED")
     numeric = ("#PARTITIONS", "CURRENT-EPOCH", "TARGET-EPOCH")
     for col in cols:
         table.add_column(col, justify="right" if col in numeric else "left")
     for cg in groups:
         _notes(cg.group_id, cg.state, len(cg.members))
         for m in cg.members:
-            table.add_row(
+            row = [
                 cg.group_id, m.member_id, m.instance_id or "-", m.client_host, m.client_id,
                 str(len(m.assignment)), str(m.member_epoch), _assignment_text(m.assignment),
-                str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state, m.member_type or "-",
-            )  # fmt: skip
+                str(cg.assignment_epoch), _assignment_text(m.target_assignment), m.state,
+            ]  # fmt: skip
+            if mixed:
+                row.append({"consumer": "true", "classic": "false"}.get(m.member_type or "", "-"))
+            table.add_row(*row)
     show(table, args)
 
 

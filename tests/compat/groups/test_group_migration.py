@@ -10,13 +10,15 @@ keeps flowing (no gap of 2 heartbeat intervals).
 from __future__ import annotations
 
 import itertools
+import json
+import subprocess
 import time
 
 import pytest
 from group_harness import Members, check_group, create_topic, ownership_intervals, unique, wait_for
 
 from groupstream.client.admin import Admin
-from support.brokers import BrokerFactory, BrokerKind
+from support.brokers import BrokerFactory, BrokerKind, groupstream_command
 from support.feed import Feed
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.broker_ours]
@@ -25,6 +27,13 @@ CLASSIC = {"client": "confluent", "protocol": "classic", "strategy": "cooperativ
 CONSUMER = {"client": "confluent", "protocol": "consumer", "strategy": "uniform"}
 OURS = {"client": "groupstream", "protocol": "consumer", "strategy": "uniform"}
 HEARTBEAT_S = 0.5  # the classic members' heartbeat.interval.ms (group_member's default) and the broker's
+
+
+def _describe_members(bootstrap: str, group: str) -> list[dict[str, str]]:
+    """``groupstream groups describe --members --verbose`` as a user runs it, its rows as JSON."""
+    out = subprocess.run([*groupstream_command(), "groups", "describe", group, "--members", "--verbose", "--format",
+                          "json", "--bootstrap-server", bootstrap], capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    return [row for line in out.stdout.splitlines() if line.startswith("{") for row in json.loads(line)["rows"]]
 
 
 def _end_offsets(bootstrap: str, topic: str, partitions: int) -> set[tuple[str, int, int]]:
@@ -102,6 +111,10 @@ def rolling_upgrade(
                 types = {m.client_id: m.member_type for m in described.members}
                 assert types == {m.name: "classic" if m.config["protocol"] == "classic" else "consumer"
                                  for m in live}, types  # fmt: skip
+                if step == 0:  # one consumer member among classic ones: the tool's UPGRADED column, as Kafka's
+                    rows = _describe_members(bs, group)
+                    assert {r["CLIENT-ID"]: r["UPGRADED"] for r in rows} == {
+                        name: "true" if kind == "consumer" else "false" for name, kind in types.items()}  # fmt: skip
             print(f"step {step}: {old_name} -> {new_name} at {time.monotonic() - started:.1f} s")
     finally:
         feed.stop_event.set()
