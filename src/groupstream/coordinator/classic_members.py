@@ -35,7 +35,7 @@ from typing import Any
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerMember
 from groupstream.coordinator.consumer_membership import ClassicJoin, ConsumerMembership, HeartbeatRefused
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.reconcile import MemberState
+from groupstream.coordinator.reconcile import NO_PARTITIONS, MemberState
 from groupstream.coordinator.request import ShardRequest, TopicsView, body_as, is_catalog
 from groupstream.coordinator.responses import (
     HEARTBEAT,
@@ -108,7 +108,7 @@ def _rebalancing(group: ConsumerGroup, member: ConsumerMember) -> bool:
     if group.epoch > a.epoch:
         return True
     if a.state is MemberState.UNRELEASED_PARTITIONS:
-        target = group.targets.get(member.member_id, frozenset())
+        target = group.targets.get(member.member_id, NO_PARTITIONS)
         waiting = any(group.owners.get(p) not in (None, member.member_id) for p in target - a.assigned)
         return not waiting
     return False

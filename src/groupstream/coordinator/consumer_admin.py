@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
@@ -42,7 +43,7 @@ def _names(group: ConsumerGroup) -> dict[Any, str]:
 
 
 def _named(
-    group: ConsumerGroup, partitions: frozenset[TopicIdPartition], topics: TopicsView | None
+    group: ConsumerGroup, partitions: AbstractSet[TopicIdPartition], topics: TopicsView | None
 ) -> tuple[tuple[str, int], ...]:
     """Partitions by topic name. The group's partition metadata names only the existing topics subscribed to
     now; a topic it does not list is named from the broker's topics (``topics``), as Kafka names every topic
@@ -83,7 +84,7 @@ def describe_groups_entry(group: ConsumerGroup, G: Any, topics: TopicsView | Non
     )
 
 
-def _assignment(G: Any, names: dict[Any, str], partitions: frozenset[TopicIdPartition]) -> Any:
+def _assignment(G: Any, names: dict[Any, str], partitions: AbstractSet[TopicIdPartition]) -> Any:
     by_topic: dict[Any, list[int]] = {}
     for t, p in partitions:
         by_topic.setdefault(t, []).append(p)

@@ -25,6 +25,7 @@ from itertools import repeat
 from operator import itemgetter
 
 from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
+from groupstream.coordinator.consumer_partitions import PartitionSet
 from groupstream.coordinator.reconcile import NO_EPOCHS, NO_PARTITIONS, MemberAssignment, MemberState
 from groupstream.protocol.consumer_group_records import (
     CurrentMemberAssignmentValue,
@@ -43,6 +44,7 @@ __all__ = [
     "ConsumerGroupSnapshot",
     "ConsumerGroupState",
     "ConsumerMember",
+    "PartitionSet",
     "TopicIdPartition",
     "from_topic_partitions",
     "numbers_by_topic",
@@ -82,12 +84,12 @@ CONSUMER_GROUP_STATES = TransitionTable.from_next("a consumer group", ConsumerGr
 _TOPIC, _NUMBER = itemgetter(0), itemgetter(1)
 _COLLECTIONS = (frozenset, set, list, tuple)
 
-_LAST_GROUPED: list[tuple[frozenset[TopicIdPartition], tuple[TopicPartitions, ...]]] = [(frozenset(), ())]
+_LAST_GROUPED: list[tuple[PartitionSet, tuple[TopicPartitions, ...]]] = [(PartitionSet(), ())]
 """The last frozenset ``to_topic_partitions`` grouped, and how: a heartbeat that moves a member writes the
 target record, the current-assignment record and the answer from the very same set (a memo, not state)."""
 
 
-_SET_OF: dict[int, tuple[tuple[TopicPartitions, ...], frozenset[TopicIdPartition]]] = {}
+_SET_OF: dict[int, tuple[tuple[TopicPartitions, ...], PartitionSet]] = {}
 """The layouts of records written here from a frozenset (by the layout's id, the layout held so that the id
 stays its own), and that set, until the record is replayed: the runtime replays the very records a handler
 wrote, and rebuilding a set of thousands of (UUID, int) pairs hashes every UUID in Python (most of a large
@@ -95,7 +97,7 @@ rebalance's time). A memo, not state: a miss (a decoded record, an entry dropped
 _SET_OF_MAX = 4096
 
 
-def remember_set(grouped: tuple[TopicPartitions, ...], partitions: frozenset[TopicIdPartition]) -> None:
+def remember_set(grouped: tuple[TopicPartitions, ...], partitions: PartitionSet) -> None:
     """``from_topic_partitions(grouped)`` is ``partitions`` (the caller grouped exactly that set)."""
     memo = _SET_OF
     if len(memo) >= _SET_OF_MAX:
@@ -106,7 +108,7 @@ def remember_set(grouped: tuple[TopicPartitions, ...], partitions: frozenset[Top
     memo[id(grouped)] = (grouped, partitions)
 
 
-def _written_set(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition] | None:
+def _written_set(items: Iterable[TopicPartitions]) -> PartitionSet | None:
     """The set a record being replayed was written from (``remember_set``), taken out of the memo (a record is
     replayed once); None: not one written here."""
     if type(items) is tuple and _SET_OF:
@@ -118,7 +120,7 @@ def _written_set(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition
 
 def to_topic_partitions(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
     """Partitions grouped by topic, topics and partitions sorted (the records' and responses' layout)."""
-    if type(partitions) is frozenset:
+    if type(partitions) is PartitionSet:
         last = _LAST_GROUPED[0]  # read once: another thread may replace it (the memo stays right either way)
         if last[0] is partitions:
             return last[1]
@@ -132,6 +134,8 @@ def numbers_by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, 
     """Partition numbers by topic id, in the order met. A set whose pairs all share one topic id object
     (the usual member of a one-topic group) is split in C; otherwise one topic's pairs usually share its id
     object, which is hashed (uuid's hash is Python code) once per run of them, not once per partition."""
+    if type(partitions) is PartitionSet:
+        return {t: ns.tolist() for t, ns in partitions.by_topic()}
     if (
         type(partitions) in _COLLECTIONS or isinstance(partitions, Set)
     ) and partitions and len(set(map(id, map(_TOPIC, partitions)))) == 1:
@@ -151,6 +155,8 @@ def numbers_by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, 
 
 
 def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:
+    if type(partitions) is PartitionSet:  # already grouped and sorted
+        return tuple([TopicPartitions(t, tuple(ns)) for t, ns in partitions.by_topic()])
     by_topic = numbers_by_topic(partitions)
     return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items(), key=lambda kv: kv[0].bytes))
 
@@ -163,20 +169,23 @@ def preferred_assignor(members: Iterable[MemberMetadataValue]) -> str:
     return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
 
-def from_topic_partitions(items: Iterable[TopicPartitions]) -> frozenset[TopicIdPartition]:
-    """The partitions as a set of (topic id, partition); the pairs are built by zip, not a generator (a
-    third less time for a member given thousands of partitions). A layout grouped from a set here is
-    answered with that set (``remember_set``)."""
+def from_topic_partitions(items: Iterable[TopicPartitions]) -> PartitionSet:
+    """The partitions as a set of (topic id, partition). A layout grouped from a set here is answered with
+    that set (``remember_set``)."""
     written = _written_set(items)
     if written is not None:
         return written
-    out: set[TopicIdPartition] = set()
+    by_topic: dict[uuid.UUID, list[int]] = {}
     for t in items:
-        out.update(zip(repeat(t.topic_id), t.partitions, strict=False))
-    return frozenset(out)
+        found = by_topic.get(t.topic_id)
+        if found is None:
+            by_topic[t.topic_id] = list(t.partitions)
+        else:
+            found.extend(t.partitions)
+    return PartitionSet.from_numbers(by_topic)
 
 
-def _names_exactly(items: tuple[TopicPartitions, ...], partitions: frozenset[TopicIdPartition]) -> bool:
+def _names_exactly(items: tuple[TopicPartitions, ...], partitions: PartitionSet) -> bool:
     """Whether the grouped ``items`` name exactly ``partitions``, compared on the partition numbers of each
     topic (one UUID hash per topic, none per partition). False when unsure (a topic listed twice, say): the
     caller then builds the set and compares."""
@@ -348,7 +357,7 @@ class ConsumerGroupSnapshot:
     creation_time_ms: int
     partition_metadata: PartitionMetadataValue | None
     assignment_epoch: int
-    targets: tuple[tuple[str, frozenset[TopicIdPartition]], ...]
+    targets: tuple[tuple[str, PartitionSet], ...]
     members: tuple[tuple[str, MemberMetadataValue, MemberAssignment], ...]
     regexes: tuple[tuple[str, RegexValue], ...]
     state: ConsumerGroupState
@@ -364,7 +373,7 @@ class ConsumerGroup:
         # When the target assignment was last computed (0: never, or not recorded): the assignment interval
         # runs from it, across a restart too (Kafka's AssignmentTimestamp).
         self.assignment_timestamp_ms = 0
-        self.targets: dict[str, frozenset[TopicIdPartition]] = {}
+        self.targets: dict[str, PartitionSet] = {}
         self.members: dict[str, ConsumerMember] = {}
         self.regexes: dict[str, RegexValue] = {}
         self.state = ConsumerGroupState.EMPTY

@@ -19,6 +19,7 @@ from groupstream.assignment.registry import SERVER_ASSIGNORS
 from groupstream.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
+    PartitionSet,
     TopicIdPartition,
     from_topic_partitions,
     preferred_assignor,
@@ -36,7 +37,13 @@ from groupstream.coordinator.consumer_records import (
 )
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.migration import Refused, downgrade, upgrade
-from groupstream.coordinator.reconcile import MemberAssignment, MemberState, epochs_for, reconcile
+from groupstream.coordinator.reconcile import (
+    NO_PARTITIONS,
+    MemberAssignment,
+    MemberState,
+    epochs_for,
+    reconcile,
+)
 from groupstream.coordinator.records import group_tombstone
 from groupstream.coordinator.request import ShardRequest, TopicCatalogView, TopicsView, body_as, is_catalog
 from groupstream.coordinator.result import CoordinatorRecord
@@ -127,11 +134,11 @@ def validate(body: Any, version: int) -> None:
             ) from None
 
 
-def _owned(body: Any) -> frozenset[TopicIdPartition] | None:
+def _owned(body: Any) -> PartitionSet | None:
     return None if body.topic_partitions is None else from_topic_partitions(body.topic_partitions)
 
 
-def _check_epoch(member: ConsumerMember, received: int, owned: frozenset[TopicIdPartition] | None) -> None:
+def _check_epoch(member: ConsumerMember, received: int, owned: PartitionSet | None) -> None:
     a = member.assignment
     if received > a.epoch:
         raise HeartbeatRefused(
@@ -460,10 +467,10 @@ class ConsumerMembership:
             records.append(group_epoch_record(group_id, group_epoch, creation))
 
         # 2. The target assignment, when the group epoch moved past it.
-        targets: Mapping[str, frozenset[TopicIdPartition]] = group.targets
+        targets: Mapping[str, PartitionSet] = group.targets
         if replaced is not None:  # the new incarnation inherits the target (a copy: the group's is read-only)
             moved = dict(targets)
-            moved[member_id] = moved.pop(replaced.member_id, frozenset())
+            moved[member_id] = moved.pop(replaced.member_id, NO_PARTITIONS)
             targets = moved
         if group_epoch > group.assignment_epoch and _may_assign(group, op.now_ms, cfg.consumer_assignment_interval_ms):
             assignor = SERVER_ASSIGNORS[preferred_assignor(change.members.values())]
@@ -476,9 +483,9 @@ class ConsumerMembership:
                 if old_target is None or (new is not old_target and new != old_target) or mid == member_id:
                     records.append(target_member_record(group_id, mid, new))
             records.append(target_epoch_record(group_id, group_epoch, op.now_ms))
-            target_epoch, target = group_epoch, new_targets.get(member_id, frozenset())
+            target_epoch, target = group_epoch, new_targets.get(member_id, NO_PARTITIONS)
         else:
-            target_epoch, target = group.assignment_epoch, targets.get(member_id, frozenset())
+            target_epoch, target = group.assignment_epoch, targets.get(member_id, NO_PARTITIONS)
             if replaced is not None:
                 records.append(target_member_record(group_id, member_id, target))
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from groupstream.coordinator.consumer_group import (
     ConsumerGroup,
+    PartitionSet,
     TopicIdPartition,
     remember_set,
     to_topic_partitions,
@@ -72,7 +73,7 @@ def member_metadata_record(group_id: str, member_id: str, value: MemberMetadataV
 
 def target_member_record(group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> CoordinatorRecord:
     grouped = to_topic_partitions(partitions)
-    if type(partitions) is frozenset:
+    if type(partitions) is PartitionSet:
         remember_set(grouped, partitions)  # the replay of this very record takes the set back
     value = TargetAssignmentMemberValue(grouped)
     return CoordinatorRecord(TARGET_MEMBER, ConsumerMemberKey(group_id, member_id), _VALUE_VERSION, value)
@@ -84,7 +85,7 @@ def target_epoch_record(group_id: str, epoch: int, now_ms: int) -> CoordinatorRe
 
 
 def _with_epochs(
-    partitions: frozenset[TopicIdPartition], known: Mapping[TopicIdPartition, int], default: int
+    partitions: PartitionSet, known: Mapping[TopicIdPartition, int], default: int
 ) -> tuple[TopicPartitions, ...]:
     """The record's layout, each topic's partitions with the epochs they were given at (KIP-1251): ``known``
     where it says, ``default`` (the member's epoch) elsewhere."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from groupstream.coordinator.classic_group import ClassicGroup, ClassicMember, Protocol
-from groupstream.coordinator.consumer_group import ConsumerGroup
+from groupstream.coordinator.consumer_group import ConsumerGroup, PartitionSet
 from groupstream.coordinator.consumer_records import (
     current_assignment_record,
     group_epoch_record,
@@ -136,7 +136,7 @@ def upgrade(op: Op, classic: ClassicGroup, topics: TopicCatalogView) -> tuple[Co
             classic_session_timeout_ms=member.session_timeout_ms,
         )  # fmt: skip
         assignments[member.member_id] = MemberAssignment(member.member_id, generation, generation, MemberState.STABLE,
-                                                         frozenset(held))  # fmt: skip
+                                                         PartitionSet.of(held))  # fmt: skip
 
     records = [group_tombstone(group_id)]
     records.extend(member_metadata_record(group_id, mid, md) for mid, md in metadata.items())

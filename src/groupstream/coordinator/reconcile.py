@@ -30,8 +30,9 @@ import uuid
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from enum import IntEnum
-from operator import itemgetter
 from types import MappingProxyType
+
+from groupstream.coordinator.consumer_partitions import EMPTY, PartitionSet
 
 __all__ = ["NO_EPOCHS", "NO_PARTITIONS", "MemberAssignment", "MemberState", "epochs_for", "owners", "reconcile"]
 
@@ -39,11 +40,9 @@ Partition = tuple[uuid.UUID, int]
 """(topic id, partition), as the records and ConsumerGroupHeartbeat name partitions."""
 
 
-_TOPIC = itemgetter(0)
-
 NO_EPOCHS: Mapping[Partition, int] = MappingProxyType({})
-NO_PARTITIONS: frozenset[Partition] = frozenset()
-"""The one empty partition set (an empty frozenset is 216 bytes, and every member has one pending)."""
+NO_PARTITIONS: PartitionSet = EMPTY
+"""The one empty partition set (every member has one pending)."""
 
 
 class MemberState(IntEnum):
@@ -61,8 +60,8 @@ class MemberAssignment:
     epoch: int
     previous_epoch: int
     state: MemberState
-    assigned: frozenset[Partition]
-    pending_revocation: frozenset[Partition] = NO_PARTITIONS
+    assigned: PartitionSet
+    pending_revocation: PartitionSet = NO_PARTITIONS
     # KIP-1251: the member epoch at which each held partition was given to the member; a held partition
     # missing here counts as given at the member's epoch. Never mutated: assignments share it. A mapping,
     # not sorted pairs: sorting pairs keyed by topic UUIDs (compared in Python) was most of the cost of a
@@ -73,11 +72,18 @@ class MemberAssignment:
     # epoch: that one number instead of a map per member.
     given_at: int = -1
 
+    def __post_init__(self) -> None:
+        # Any set of pairs is taken (tests, older callers), and kept in the compact form.
+        if type(self.assigned) is not PartitionSet:
+            object.__setattr__(self, "assigned", PartitionSet.of(self.assigned))
+        if type(self.pending_revocation) is not PartitionSet:
+            object.__setattr__(self, "pending_revocation", PartitionSet.of(self.pending_revocation))
+
     def default_epoch(self) -> int:
         """The epoch of a held partition ``partition_epochs`` does not list."""
         return self.given_at if self.given_at >= 0 else max(self.epoch, 0)
 
-    def holds(self) -> frozenset[Partition]:
+    def holds(self) -> PartitionSet:
         """What no other member may be given: assigned, or still to be revoked."""
         return self.assigned | self.pending_revocation if self.pending_revocation else self.assigned
 
@@ -122,7 +128,7 @@ def reconcile(
     owner_of: Callable[[Partition], str | None] | None,
     reported_epoch: int | None = None,
     subscribed: Callable[[uuid.UUID], bool] | None = None,
-    held_elsewhere: Callable[[frozenset[Partition], str], list[Partition]] | None = None,
+    held_elsewhere: Callable[[PartitionSet, str], list[Partition]] | None = None,
 ) -> MemberAssignment:
     """The member's next assignment. ``owned`` is what its heartbeat reported (None: not reported, so a
     pending revocation stays pending and any partition to revoke is taken to be still owned);
@@ -145,30 +151,20 @@ def reconcile(
     if subscribed is not None:
         other = _of_other_topics(target, subscribed)
         if other:
-            target = frozenset(target) - other
-    return _next(member, target_epoch, frozenset(target), owned, owner_of, reported_epoch, held_elsewhere)
+            target = PartitionSet.of(target) - other
+    return _next(member, target_epoch, PartitionSet.of(target), owned, owner_of, reported_epoch, held_elsewhere)
 
 
-def _of_other_topics(partitions: Set[Partition], subscribed: Callable[[uuid.UUID], bool]) -> frozenset[Partition]:
-    """The partitions of topics ``subscribed`` says no to (asked once per run of one topic's partitions).
-    The usual answer, none, is found in C: the distinct topic id objects, each asked once."""
-    topics = dict(zip(map(id, map(_TOPIC, partitions)), map(_TOPIC, partitions), strict=True))
-    if all(map(subscribed, topics.values())):
+def _of_other_topics(partitions: Set[Partition], subscribed: Callable[[uuid.UUID], bool]) -> PartitionSet:
+    """The partitions of topics ``subscribed`` says no to (asked once per topic)."""
+    ps = PartitionSet.of(partitions)
+    if all(map(subscribed, ps.topics())):
         return NO_PARTITIONS
-    out = []
-    last: uuid.UUID | None = None
-    keep = True
-    for p in partitions:
-        topic = p[0]
-        if topic is not last:
-            last, keep = topic, subscribed(topic)
-        if not keep:
-            out.append(p)
-    return frozenset(out)
+    return PartitionSet.from_numbers({t: ns for t, ns in ps.by_topic() if not subscribed(t)})
 
 
 def _revoke_now(
-    member: MemberAssignment, gone: frozenset[Partition], owned: Set[Partition] | None, reported_epoch: int | None
+    member: MemberAssignment, gone: PartitionSet, owned: Set[Partition] | None, reported_epoch: int | None
 ) -> MemberAssignment:
     """``gone`` (assigned partitions of topics no longer subscribed to) leaves the assignment at the member's
     epoch, as Kafka's updateCurrentAssignment does (which also sets the previous epoch to the current one):
@@ -196,11 +192,11 @@ def _still_acquiring(member: MemberAssignment, owned: Set[Partition], reported_e
 def _next(
     member: MemberAssignment,
     target_epoch: int,
-    target: frozenset[Partition],
+    target: PartitionSet,
     owned: Set[Partition] | None,
     owner_of: Callable[[Partition], str | None] | None,
     reported_epoch: int | None = None,
-    held_elsewhere: Callable[[frozenset[Partition], str], list[Partition]] | None = None,
+    held_elsewhere: Callable[[PartitionSet, str], list[Partition]] | None = None,
 ) -> MemberAssignment:
     keep = member.assigned & target
     revoke = member.assigned - target

@@ -15,7 +15,7 @@ from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
 from groupstream.assignment.types import ClusterView, TopicPartition
 from groupstream.assignment.uniform import UniformAssignor
-from groupstream.coordinator.consumer_group import TopicIdPartition
+from groupstream.coordinator.consumer_group import PartitionSet, TopicIdPartition
 from groupstream.coordinator.request import TopicCatalogView
 from groupstream.protocol.consumer_group_records import MemberMetadataValue, TopicMetadata
 
@@ -51,10 +51,10 @@ def subscription_metadata(names: Iterable[str], topics: TopicCatalogView) -> tup
 def compute_target(
     assignor: ServerPartitionAssignor,
     members: Mapping[str, MemberMetadataValue],
-    current: Mapping[str, frozenset[TopicIdPartition]],
+    current: Mapping[str, PartitionSet],
     resolved: Mapping[str, Iterable[str]],
     metadata: Iterable[TopicMetadata],
-) -> dict[str, frozenset[TopicIdPartition]]:
+) -> dict[str, PartitionSet]:
     """The new target of every member. ``current`` (the targets so far) lets sticky assignors keep
     partitions where they are; partitions of topics that no longer exist are dropped from it."""
     by_name = {t.name: t for t in metadata}
@@ -80,18 +80,21 @@ def compute_target(
         specs.append(MemberSpec(member_id, topics, frozenset(assigned), md.instance_id, md.rack_id))
     view = ClusterView({name: t.partitions for name, t in by_name.items()})
     result = assignor.assign(GroupSpec(specs), view)
-    return {
-        member_id: frozenset([(id_of[tp.topic], tp.partition) for tp in result.get(member_id, ())])
-        for member_id in members
-    }
+    out: dict[str, PartitionSet] = {}
+    for member_id in members:
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for tp in result.get(member_id, ()):
+            by_topic.setdefault(id_of[tp.topic], []).append(tp.partition)
+        out[member_id] = PartitionSet.from_numbers(by_topic)
+    return out
 
 
 def _uniform_same_subscriptions(
     members: Mapping[str, MemberMetadataValue],
-    current: Mapping[str, frozenset[TopicIdPartition]],
+    current: Mapping[str, PartitionSet],
     resolved: Mapping[str, Iterable[str]],
     by_name: Mapping[str, TopicMetadata],
-) -> dict[str, frozenset[TopicIdPartition]] | None:
+) -> dict[str, PartitionSet] | None:
     """``uniform`` when every member subscribes alike (the usual group), computed on the partitions as the
     group holds them: the same result as the assignor's balanced sticky assignment (quotas by what each
     member holds, each keeping its lowest partition numbers up to its quota, the rest dealt round-robin in
@@ -168,7 +171,7 @@ def _uniform_same_subscriptions(
         free.extend([(tid, p) for p in range(by_name[name].partitions) if p not in taken_here])
     _deal_round_robin(free, [m for m in order if len(result[m]) < quota[m]], quota, result)
     return {
-        member_id: current[member_id] if member_id in unchanged else frozenset(result[member_id])
+        member_id: current[member_id] if member_id in unchanged else PartitionSet.of(result[member_id])
         for member_id in members
     }
 
