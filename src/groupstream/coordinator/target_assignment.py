@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 import uuid
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from operator import itemgetter
 
 from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
 from groupstream.assignment.types import ClusterView, TopicPartition
 from groupstream.assignment.uniform import UniformAssignor
-from groupstream.coordinator.consumer_group import PartitionSet, TopicIdPartition
+from groupstream.coordinator.consumer_group import PartitionSet
 from groupstream.coordinator.request import TopicCatalogView
 from groupstream.protocol.consumer_group_records import MemberMetadataValue, TopicMetadata
 
@@ -100,7 +100,10 @@ def _uniform_same_subscriptions(
     member holds, each keeping its lowest partition numbers up to its quota, the rest dealt round-robin in
     topic and partition order), without converting every partition to a named one and back. A member whose
     target does not change keeps the very same set. None: subscriptions differ (or name nothing that
-    exists), and the assignor runs."""
+    exists), and the assignor runs.
+
+    Partitions are numbered across the subscribed topics in the assignor's order (topics by name, then
+    partition number): one int each, so that claims, quotas and the deal work on ints, not (UUID, int) pairs."""
     first: tuple[tuple[str, ...], str | None] | None = None
     md0: MemberMetadataValue | None = None
     for md in members.values():
@@ -116,91 +119,93 @@ def _uniform_same_subscriptions(
         return None
     order = sorted(members, key=java_string_key)
     n = len(order)
-    topic_of = {by_name[t].topic_id: (t, by_name[t].partitions) for t in topics}
-    # Who claims each partition (per topic, by number: int keys hash in C); a partition two members claim
-    # is nobody's, as resolve_claims decides for claims of the same generation.
-    claims: dict[uuid.UUID, dict[int, str | None]] = {tid: {} for tid in topic_of}
-    held: dict[str, list[TopicIdPartition]] = {}
+    # topic id -> (index of its first partition in the global numbering, partition count)
+    starts: list[int] = []
+    ids: list[uuid.UUID] = []
+    base_of: dict[uuid.UUID, tuple[int, int]] = {}
+    total = 0
+    for name in topics:
+        t = by_name[name]
+        starts.append(total)
+        ids.append(t.topic_id)
+        base_of[t.topic_id] = (total, t.partitions)
+        total += t.partitions
+    # Who claims each partition; a partition two members claim is nobody's (_CONFLICT), as resolve_claims
+    # decides for claims of the same generation.
+    claim: list[str | None] = [None] * total
+    held: dict[str, list[int]] = {}
     for member_id in order:
-        mine: list[TopicIdPartition] = []
-        last: uuid.UUID | None = None
-        topic: tuple[str, int] | None = None
-        numbers: dict[int, str | None] = {}
-        for tp in current.get(member_id, ()):
-            tid, p = tp
-            if tid is not last:
-                last, topic = tid, topic_of.get(tid)
-                if topic is not None:
-                    numbers = claims[tid]
-            if topic is None or not 0 <= p < topic[1]:
-                continue
-            if numbers.setdefault(p, member_id) != member_id:
-                numbers[p] = None
-            mine.append(tp)
+        mine: list[int] = []
+        ps = current.get(member_id)
+        if ps is not None:
+            for tid, ns in PartitionSet.of(ps).by_topic():
+                found = base_of.get(tid)
+                if found is None:
+                    continue
+                base, count = found
+                mine.extend([base + p for p in ns if 0 <= p < count])
+        for g in mine:
+            c = claim[g]
+            claim[g] = member_id if c is None else _CONFLICT
         held[member_id] = mine
-    for member_id, mine in held.items():
-        kept = []
-        last = None
-        for tp in mine:
-            if tp[0] is not last:  # one topic's partitions share its id object: one lookup per run
-                last = tp[0]
-                numbers = claims[last]
-            if numbers.get(tp[1]) == member_id:
-                kept.append(tp)
-        held[member_id] = kept
-    total = sum(count for _, count in topic_of.values())
+    if _CONFLICT in claim:
+        for member_id, mine in held.items():
+            if any(claim[g] is _CONFLICT for g in mine):
+                held[member_id] = [g for g in mine if claim[g] is not _CONFLICT]
     base, extra = divmod(total, n)
     rank = {m: i for i, m in enumerate(order)}
     by_claims = sorted(order, key=lambda m: (-len(held[m]), rank[m]))
     quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_claims)}
-    name_of = {tid: name for tid, (name, _) in topic_of.items()}
-    result: dict[str, list[TopicIdPartition]] = {}
-    taken: dict[uuid.UUID, set[int]] = {tid: set() for tid in topic_of}
+    result: dict[str, list[int]] = {}
+    taken = bytearray(total)
     for m in order:
         mine = held[m]
         if len(mine) > quota[m]:
-            mine = _lowest_numbers(mine, name_of, quota[m])
+            mine = _lowest_numbers(mine, starts, quota[m])
         result[m] = mine
-        for tid, p in mine:
-            taken[tid].add(p)
+        for g in mine:
+            taken[g] = 1
     unchanged = {m for m in order if m in current and len(result[m]) == len(current[m]) == quota[m]}
-    free: list[TopicIdPartition] = []
-    for name in topics:
-        tid = by_name[name].topic_id
-        taken_here = taken[tid]
-        free.extend([(tid, p) for p in range(by_name[name].partitions) if p not in taken_here])
+    free = [g for g in range(total) if not taken[g]]
     _deal_round_robin(free, [m for m in order if len(result[m]) < quota[m]], quota, result)
     return {
-        member_id: current[member_id] if member_id in unchanged else PartitionSet.of(result[member_id])
+        member_id: current[member_id] if member_id in unchanged else _to_set(result[member_id], starts, ids)
         for member_id in members
     }
 
 
+_CONFLICT = "\0conflict"  # not a member id that a claim can carry (a sentinel compared by identity)
 
-def _lowest_numbers(
-    partitions: list[TopicIdPartition], name_of: Mapping[uuid.UUID, str], n: int
-) -> list[TopicIdPartition]:
+
+def _to_set(numbers: list[int], starts: list[int], ids: list[uuid.UUID]) -> PartitionSet:
+    """Globally numbered partitions (``_uniform_same_subscriptions``) back as a set."""
+    if len(ids) == 1:
+        return PartitionSet.from_numbers({ids[0]: numbers})
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for g in numbers:
+        i = bisect_right(starts, g) - 1
+        by_topic.setdefault(ids[i], []).append(g - starts[i])
+    return PartitionSet.from_numbers(by_topic)
+
+
+def _lowest_numbers(partitions: list[int], starts: list[int], n: int) -> list[int]:
     """The ``n`` partitions with the lowest numbers, ties by topic name (the assignor's order for what a
-    member keeps); topic names looked up once per run of one topic's partitions, not once per partition."""
-    if len(name_of) == 1:
-        return sorted(partitions, key=itemgetter(1))[:n]
+    member keeps); ``partitions`` numbered globally, topics in name order starting at ``starts``."""
+    if len(starts) == 1:
+        return sorted(partitions)[:n]
     keyed = []
-    last: uuid.UUID | None = None
-    name = ""
-    for tp in partitions:
-        if tp[0] is not last:
-            last = tp[0]
-            name = name_of[last]
-        keyed.append((tp[1], name, tp))
-    keyed.sort(key=itemgetter(0, 1))
+    for g in partitions:
+        i = bisect_right(starts, g) - 1
+        keyed.append((g - starts[i], i, g))
+    keyed.sort()
     return [k[2] for k in keyed[:n]]
 
 
 def _deal_round_robin(
-    free: list[TopicIdPartition],
+    free: list[int],
     waiting: list[str],
     quota: Mapping[str, int],
-    result: dict[str, list[TopicIdPartition]],
+    result: dict[str, list[int]],
 ) -> None:
     """Deal ``free`` one at a time to ``waiting`` in turn, a member leaving the turn once at its quota (the
     assignor's round-robin), by slices: while ``k`` members all still need at least ``m``, the next ``m * k``
