@@ -20,10 +20,11 @@ from tls_pki import PASSWORD as STORE_PASSWORD
 from tls_pki import Pki
 
 from groupstream import Consumer, Producer
-from groupstream.client.admin import Admin
+from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.errors import ClientConfigError, KafkaConnectionError, KafkaError
 from groupstream.protocol.error_codes import ErrorCode
 from support.brokers import free_port, groupstream_command
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.broker_ours
 
@@ -255,3 +256,34 @@ def test_enabled_protocols_and_cipher_suites(secure: Secure) -> None:
         with pytest.raises(ClientConfigError) as info:
             Admin(secure.conf("PLAIN", **{name: value}))
         assert says in str(info.value)
+
+
+def test_large_fetches_read_the_same_bytes_on_tls_sasl_and_plaintext_listeners(secure: Secure) -> None:
+    """Issue 13's zero-copy Fetch: the PLAINTEXT listener sends ranges of 32 KiB and more from the segment files
+    with sendfile, TLS and SASL listeners copy them (TLS has to encrypt them). One topic of 3,000 values of 2 KB
+    read through each listener gives the same values in the same order."""
+    topic = f"big-{uuid.uuid4().hex[:8]}"
+    plain = {"bootstrap.servers": f"127.0.0.1:{secure.plaintext}"}
+    with Admin(plain) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    values = [i.to_bytes(4, "big") * 512 for i in range(3000)]
+    with Producer({**plain, "linger.ms": 20}) as producer:
+        for v in values:
+            producer.produce(topic, v)
+        assert producer.flush(60) == 0
+    for mode in ("PLAINTEXT", "mTLS", "SASL_PLAINTEXT"):
+        conf = plain if mode == "PLAINTEXT" else secure.conf(mode)
+        assert _read_topic(conf, topic, len(values), mode) == values, mode
+
+
+def _read_topic(conf: dict[str, Any], topic: str, count: int, label: str) -> list[bytes]:
+    got: list[bytes] = []
+    with Consumer({**conf, "group.id": f"big-{label}-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}) as c:
+        c.subscribe([topic])
+
+        def read_all() -> bool:
+            got.extend(r.value for r in c.poll(0.5))
+            return len(got) >= count
+
+        wait_until(read_all, 60, f"{count} values through {label}", interval_s=0)
+    return got

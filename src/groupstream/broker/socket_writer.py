@@ -13,16 +13,39 @@ socket: ``close`` stops watching and drops what was not sent, and the connection
 The queueing, sending, watching and closing are the same for every listener; a transport that turns what the
 connection writes into other bytes (TLS: `groupstream.broker.tls_writer`) takes the written parts into a queue
 of its own (``_intake``) and moves them to the send queue as the socket drains it (``_refill``).
+
+A part that is a `FileRange` (records of a Fetch response on a plain connection) is sent with ``os.sendfile``
+from the segment file: the kernel moves the bytes from the page cache to the socket, as Kafka's
+``FileRecords.writeTo`` does, and Python never holds them. The parts before it go with one ``sendmsg``
+flagged MSG_MORE, so that the header and the records share TCP segments. A writer that transforms the bytes
+(TLS) reads the range into memory instead (`_sends_files` False).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
+
+from groupstream.storage.file_range import FileRange
 
 _IOV_MAX = 512
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
+
+
+class _Span:
+    """What is left to send of a `FileRange` (which it keeps alive: the range owns the descriptor)."""
+
+    __slots__ = ("fd", "left", "position", "range")
+
+    def __init__(self, rng: FileRange) -> None:
+        self.range = rng
+        self.fd = rng.fd
+        self.position = rng.position
+        self.left = rng.length
 
 
 class SocketWriter:
@@ -32,9 +55,9 @@ class SocketWriter:
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
-        self._queue: deque[memoryview] = deque()
+        self._queue: deque[memoryview | _Span] = deque()
         """The bytes to send, as they go to the socket."""
-        self._intake = self._queue
+        self._intake: deque[Any] = self._queue
         """Where ``write`` puts the parts: the send queue itself, or a transport's queue of bytes to transform."""
         self._buffered = 0  # bytes in both queues
         self._watching = False
@@ -43,6 +66,9 @@ class SocketWriter:
         self.error: OSError | None = None
         self.progress_at = loop.time()
         """When a backlog waiting for writability last moved (loop time): the peer is reading, if slowly."""
+
+    _sends_files = True
+    """File ranges go to the socket with sendfile (False: they are read into memory and written as bytes)."""
 
     @property
     def buffered(self) -> int:
@@ -53,6 +79,16 @@ class SocketWriter:
             return
         intake = self._intake
         for p in parts:
+            if isinstance(p, FileRange):
+                if self._sends_files:
+                    intake.append(_Span(p))
+                    self._buffered += p.length
+                    continue
+                try:
+                    p = p.read_bytes()
+                except OSError as e:
+                    self._fail(e)
+                    return
             if len(p):
                 mv = memoryview(p)
                 intake.append(mv)
@@ -95,9 +131,22 @@ class SocketWriter:
         while not self._closed:
             if not queue and not self._refill():
                 return
-            batch = [queue[i] for i in range(min(len(queue), _IOV_MAX))]
+            first = queue[0]
+            if isinstance(first, _Span):
+                if not self._send_file(first):
+                    return
+                queue.popleft()
+                continue
+            batch: list[memoryview] = []
+            flags = 0
+            for i in range(min(len(queue), _IOV_MAX)):
+                item = queue[i]
+                if isinstance(item, _Span):
+                    flags = _MSG_MORE  # the records follow at once
+                    break
+                batch.append(item)
             try:
-                sent = self._sock.sendmsg(batch)
+                sent = self._sock.sendmsg(batch, (), flags)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -106,12 +155,31 @@ class SocketWriter:
             self._buffered -= sent
             while sent:
                 head = queue[0]
+                assert not isinstance(head, _Span)
                 if sent >= head.nbytes:
                     sent -= head.nbytes
                     queue.popleft()
                 else:
                     queue[0] = head[sent:]
                     return  # the kernel buffer is full
+
+    def _send_file(self, span: _Span) -> bool:
+        """Send what the socket takes of ``span``; True when all of it is sent."""
+        while span.left:
+            try:
+                sent = os.sendfile(self._fd, span.fd, span.position, span.left)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as e:
+                self._fail(e)
+                return False
+            if sent == 0:  # the file is shorter than the range: the response's framing cannot be kept
+                self._fail(OSError(f"segment file ended {span.left} bytes before the end of a fetched range"))
+                return False
+            span.position += sent
+            span.left -= sent
+            self._buffered -= sent
+        return True
 
     def _fail(self, e: OSError) -> None:
         self.error = e

@@ -33,6 +33,8 @@ class TlsSocketWriter(SocketWriter):
         self._plain: deque[memoryview] = deque()
         self._intake = self._plain  # written plaintext waits here; the send queue holds ciphertext
 
+    _sends_files = False  # file ranges are read into memory: the plaintext has to pass through the TLS layer
+
     def flush(self) -> None:
         """Send what the TLS layer produced by itself (after the connection fed it received bytes)."""
         if not self._closed and self._take_cipher():
@@ -43,7 +45,7 @@ class TlsSocketWriter(SocketWriter):
         if self._closed:
             return
         self._take_cipher()
-        data = b"".join(self._queue)
+        data = b"".join(p for p in self._queue if isinstance(p, memoryview))  # ciphertext: never file ranges
         if data:
             with contextlib.suppress(OSError):
                 self._sock.send(data)

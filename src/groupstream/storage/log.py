@@ -48,9 +48,10 @@ from groupstream.storage.errors import (
     RecordTooLargeError,
     StaleMarkerError,
 )
+from groupstream.storage.file_range import FileRange
 from groupstream.storage.fileio import datasync, fsync_directory
 from groupstream.storage.holes import Hole
-from groupstream.storage.log_results import AppendInfo, ReadResult, stamp_log_append_time
+from groupstream.storage.log_results import AppendInfo, ReadResult, SendRead, stamp_log_append_time
 from groupstream.storage.log_transactions import (
     TxnReplay,
     note_marker,
@@ -422,9 +423,6 @@ class PartitionLog:
 
     # -- read -------------------------------------------------------------------------------------------
 
-    def _empty(self, offset: int) -> ReadResult:
-        return ReadResult(b"", offset, self._log_end, self._log_start)
-
     def read(
         self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None
     ) -> ReadResult:
@@ -438,13 +436,31 @@ class PartitionLog:
         before damage, and a read at an offset in a damaged range raises `CorruptRangeError` naming the
         range and the next readable offset, never skipping it silently.
         """
+        records, next_offset = self._read(fetch_offset, max_bytes, min_one_batch, max_offset, 0)
+        assert not isinstance(records, FileRange)
+        return ReadResult(records, next_offset, self._log_end, self._log_start)
+
+    def read_for_send(
+        self, fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None, zero_copy_from: int
+    ) -> SendRead:
+        """`read` for a Fetch answered on a plain socket: when the batches span at least ``zero_copy_from``
+        bytes and their framing is confirmed, the records are a `FileRange` of the segment, found by reading
+        batch headers only (see `Segment.whole_span`), for the connection to send with sendfile; otherwise
+        the bytes, as `read` returns them."""
+        records, next_offset = self._read(fetch_offset, max_bytes, min_one_batch, max_offset, zero_copy_from)
+        return SendRead(records, next_offset)
+
+    def _read(
+        self, fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None, zero_copy_from: int
+    ) -> tuple[bytes | FileRange, int]:
+        """(records, offset after them) for `read`; a `FileRange` only when ``zero_copy_from`` > 0."""
         self._check_open()
         start, end = self._log_start, self._log_end
         if fetch_offset < start or fetch_offset > end:
             raise OffsetOutOfRange(fetch_offset, start, end)
         upper = end if max_offset is None else min(max_offset, end)
         if fetch_offset >= upper:
-            return self._empty(fetch_offset)
+            return b"", fetch_offset
         segments = self._segments
         i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
         found = None
@@ -455,10 +471,10 @@ class PartitionLog:
                 break
             i += 1
         if found is None:
-            return self._empty(fetch_offset)
+            return b"", fetch_offset
         pos, first = found
         if first.last_offset >= upper:
-            return self._empty(fetch_offset)
+            return b"", fetch_offset
         limit = seg.readable_end(pos)
         if upper < seg.next_offset:
             with contextlib.suppress(CorruptRangeError):  # ``upper`` in a hole: the hole's start is the limit
@@ -467,12 +483,19 @@ class PartitionLog:
                     limit = min(limit, cap[0])
         if first.size > max_bytes:
             if not min_one_batch:
-                return self._empty(fetch_offset)
-            return ReadResult(seg.read(pos, first.size), first.next_offset, end, start)
+                return b"", fetch_offset
+            if (0 < zero_copy_from <= first.size and FileRange.available()
+                    and seg.whole_span(pos, first.size, first) is not None):  # fmt: skip
+                return FileRange(seg.log_fd, pos, first.size), first.next_offset
+            return seg.read(pos, first.size), first.next_offset
         want = min(max_bytes, limit - pos)
+        if 0 < zero_copy_from <= want and FileRange.available():
+            span = seg.whole_span(pos, want, first)
+            if span is not None and span[0] >= zero_copy_from:
+                return FileRange(seg.log_fd, pos, span[0]), span[1]
         data = seg.read(pos, want)
         n, next_offset = seg.confirmed_prefix(data, pos, want, limit, first)
-        return ReadResult(data if n == len(data) else data[:n], next_offset, end, start)
+        return (data if n == len(data) else data[:n]), next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or above the log start whose timestamp is at least

@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass, field
 
 from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT, compute_crc
+from groupstream.storage.file_range import FileRange
 
 _ATTRIBUTES = struct.Struct(">h")
 _TIMESTAMP = struct.Struct(">q")
@@ -29,6 +30,15 @@ class ReadResult:
     next_offset: int  # offset after the last batch returned; the fetch offset when nothing was returned
     high_watermark: int
     log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendRead:
+    """What `PartitionLog.read_for_send` returns: whole batches as bytes, or as a range of the segment file for
+    the connection to send without copying them (see `groupstream.storage.file_range`)."""
+
+    records: bytes | FileRange
+    next_offset: int  # offset after the last batch returned; the fetch offset when nothing was returned
 
 
 def stamp_log_append_time(buf: bytearray, pos: int, size: int, attributes: int, now_ms: int) -> None:

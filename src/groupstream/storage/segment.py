@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from groupstream.protocol.records.batch_header import HEADER_SIZE, BatchHeader
+from groupstream.protocol.records.batch_header import HEADER_SIZE, BatchHeader, parse_header
 from groupstream.storage.config import INT32_MAX, LogConfig
 from groupstream.storage.errors import CorruptRangeError, LogWriteError
 from groupstream.storage.fileio import open_rw, pread_upto, pwrite_all
@@ -485,6 +485,41 @@ class Segment:
 
     def read(self, position: int, size: int) -> bytes:
         return pread_upto(self.log_fd, size, position)
+
+    def whole_span(self, position: int, want: int, first: BatchHeader) -> tuple[int, int] | None:
+        """How many bytes from ``position`` (where ``first`` starts, found by `locate`) are whole batches, at
+        most ``want``, and the offset after them, reading only batch headers: the largest offset index entry
+        within the range is a batch start, so the walk starts there and reads the headers of the few batches
+        after it. None when the framing of the range is not confirmed yet (a read that copies the bytes
+        confirms it; see `confirmed_prefix`), or when the range holds no whole batch."""
+        end = position + want
+        if self.unverified_end > position and not self._confirmed.covers(position, end):
+            return None
+        p = self.offset_index.position_before(end + 1)
+        if p is None or p < position:
+            p = position
+        last: BatchHeader | None = first if p == position and first.size <= want else None
+        if p != position:
+            head = pread_upto(self.log_fd, HEADER_SIZE, p)
+            if len(head) < HEADER_SIZE:
+                return None
+            h = parse_header(head)
+            if p + h.size > end:  # the batch before ``p`` is the last whole one: it ends where ``p`` starts
+                return (p - position, h.base_offset)
+            last = h
+        elif last is None:
+            return None
+        p += last.size
+        while p + HEADER_SIZE <= end:
+            head = pread_upto(self.log_fd, HEADER_SIZE, p)
+            if len(head) < HEADER_SIZE:
+                break
+            h = parse_header(head)
+            if p + h.size > end:
+                break
+            last = h
+            p += h.size
+        return (p - position, last.next_offset)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is at or past ``offset``; returns bytes removed. An offset in a

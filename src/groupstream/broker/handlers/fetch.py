@@ -8,6 +8,13 @@ partition alone, as Kafka answers a batch that fails its checks: the Java consum
 librdkafka reports a consumer error, and either can seek past the range. The protocol carries no message for a
 partition error, so the broker logs one WARNING per range naming the partition, the offsets and the next
 readable offset, which is where the consumer must seek to go on.
+
+On a PLAINTEXT listener a partition's records of at least ``ZERO_COPY_FROM`` bytes are answered as a range of
+the segment file (`groupstream.storage.file_range.FileRange`) that the connection's writer sends with
+sendfile, as Kafka does: the bytes never pass through Python. The range's batch boundaries come from the offset
+index and the batches' headers (`Segment.whole_span`), so the records are the same whole batches a copying read
+returns. TLS and SASL listeners read the bytes, as before (TLS has to encrypt them; SASL listeners are kept on
+the path their tests cover).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from groupstream.protocol.connection import Request
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.topic_partition import TopicPartition
 from groupstream.security.acl import Operation, ResourceType
+from groupstream.security.config import SecurityProtocol
 from groupstream.storage.errors import CorruptRangeError, LogOfflineError, OffsetOutOfRange
+from groupstream.storage.file_range import FileRange
 from groupstream.storage.log import PartitionLog
 
 if TYPE_CHECKING:
@@ -32,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupstream.broker.fetch")
 
 READ_COMMITTED = 1
+ZERO_COPY_FROM = 32 * 1024
+"""Records at least this large are sent from the file; below it the copy costs less than the descriptor
+duplicate and the extra send call a range takes."""
 
 # The damaged ranges already reported, per partition log (a reopened log starts over).
 _warned: weakref.WeakKeyDictionary[PartitionLog, set[tuple[int, int]]] = weakref.WeakKeyDictionary()
@@ -50,7 +62,9 @@ def _warn_once(plog: PartitionLog, exc: CorruptRangeError) -> None:
 def handle_fetch(broker: Broker, request: Request) -> Any:
     req = FETCH.body_of(request)
     denied = _denied_topics(broker, request)  # now: a later answer is built while others are being served
-    body, total, keys, failed, sizes = _collect(broker, request, denied)
+    listener = broker.config.serving_listener  # None: the plain listener
+    zero_copy = ZERO_COPY_FROM if listener is None or listener.protocol is SecurityProtocol.PLAINTEXT else 0
+    body, total, keys, failed, sizes = _collect(broker, request, denied, zero_copy)
     if req.max_wait_ms <= 0 or total >= req.min_bytes or failed or not keys:
         return _counted(broker, body, sizes)
     woken = broker.purgatory.watch(keys, req.min_bytes - total, req.max_wait_ms)
@@ -62,7 +76,7 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
         deadline = loop.time() + req.max_wait_ms / 1000
         while True:
             by_data = await woken
-            later, later_total, later_keys, later_failed, later_sizes = _collect(broker, request, denied)
+            later, later_total, later_keys, later_failed, later_sizes = _collect(broker, request, denied, zero_copy)
             # Bytes of open transactions wake a read_committed fetch but are not its to read: it waits on
             # for the last stable offset to move until min_bytes are readable or its time is up. Any append
             # (a marker moves the LSO over bytes counted before) wakes it to read again.
@@ -98,10 +112,10 @@ def _denied_topics(broker: Broker, request: Request) -> frozenset[str]:
 
 
 def _collect(
-    broker: Broker, request: Request, denied: frozenset[str]
+    broker: Broker, request: Request, denied: frozenset[str], zero_copy_from: int
 ) -> tuple[Any, int, list[TopicPartition], bool, dict[str, int]]:
     """Read every requested partition once: (response, bytes read, partitions watched, any error, bytes read
-    per topic)."""
+    per topic). ``zero_copy_from`` > 0: records of that size or more may be file ranges (see the module)."""
     req = request.body
     version = request.version
     R = request.api.Response
@@ -136,14 +150,14 @@ def _collect(
             hw = plog.log_end_offset
             lso = plog.last_stable_offset
             start = plog.log_start_offset
-            records: bytes = b""
+            records: bytes | FileRange = b""
             aborted: list[Any] | None = None
             code = ErrorCode.NONE
             limit = min(fp.partition_max_bytes, remaining)
             try:
                 if limit > 0 or total == 0:
-                    result = plog.read(fp.fetch_offset, max(limit, 1), min_one_batch=(total == 0),
-                                       max_offset=lso if read_committed else hw)  # fmt: skip
+                    result = plog.read_for_send(fp.fetch_offset, max(limit, 1), total == 0,
+                                                lso if read_committed else hw, zero_copy_from)  # fmt: skip
                     records = result.records
                 if read_committed:
                     aborted = [] if not records else [
