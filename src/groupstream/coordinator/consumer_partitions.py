@@ -17,7 +17,8 @@ import uuid
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from itertools import repeat
+from itertools import islice, repeat
+from operator import lt
 from typing import Any
 
 __all__ = ["EMPTY", "PartitionSet"]
@@ -28,8 +29,12 @@ _NO_NUMBERS = array("i")
 
 
 def _numbers(values: Iterable[int]) -> array[int]:
-    """Sorted, without duplicates, negative numbers kept (the set does not judge validity)."""
-    return array("i", sorted(set(values)))
+    """Sorted, without duplicates, negative numbers kept (the set does not judge validity). Numbers that
+    already are (a record's or a heartbeat's layout, another set's array) are checked in C, not re-sorted."""
+    a = values if type(values) is array else array("i", values)
+    if len(a) < 2 or all(map(lt, a, islice(a, 1, None))):
+        return a  # arrays are never mutated here: sharing one is safe
+    return array("i", sorted(set(a)))
 
 
 class PartitionSet(AbstractSet[TopicIdPartition]):
