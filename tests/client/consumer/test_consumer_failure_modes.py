@@ -131,10 +131,11 @@ def test_ctrl_c_interrupts_a_blocking_poll(kip848_broker: BrokerProcess) -> None
         assert proc.stdout.readline().strip() == "polling"
         wait_until(lambda: _main_thread_sleeping(proc.pid), 10, "the child's poll to block")
         proc.send_signal(signal.SIGINT)
-        # poll must give way within 3 s; the close that follows has its own bound (its 30 s timeout), which a
-        # loaded machine can stretch past a few seconds without anything being wrong with the interrupt
-        ready, _, _ = select.select([proc.stdout], [], [], 3.0)
-        assert ready, "poll did not give way to Ctrl+C within 3 s"
+        # poll (asked to wait 120 s) must give way at once: within 10 s, which leaves room for a child that a
+        # loaded 2-core machine does not schedule for a few seconds (3 s failed once in a full suite run beside
+        # other work); the close that follows has its own bound (its 30 s timeout)
+        ready, _, _ = select.select([proc.stdout], [], [], 10.0)
+        assert ready, "poll did not give way to Ctrl+C within 10 s"
         assert proc.stdout.readline().strip() == "interrupted"
         assert proc.wait(40) == 7
     finally:
