@@ -118,6 +118,17 @@ def test_sendfile_ranges_are_the_copying_reads_bytes_single_pipelined_and_across
         assert isinstance(sent.records, FileRange)
         assert sent.records.read_bytes() == copied(b, "zc", 0)
         assert sent.next_offset == next_offset(b, "zc", 0)
+        # Past the cap on live ranges (each holds a descriptor) a fetch copies instead, and ranges give their
+        # descriptors back once dropped.
+        dir_fd = os.open(tmp_path, os.O_RDONLY)
+        held = []
+        while FileRange.available():
+            held.append(FileRange(dir_fd, 0, 1))
+        os.close(dir_fd)
+        capped = b.run(lambda: plog.read_for_send(0, PART_MAX, True, plog.log_end_offset, ZERO_COPY_FROM))
+        assert capped.records == copied(b, "zc", 0) and not isinstance(capped.records, FileRange)
+        held.clear()
+        assert FileRange.available()
         raw = RawClient(b.broker.config.port, "zc-test")
         try:
             # One request at a time, from 0 to the end: every range equals the copying read.

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import mmap
 import os
+import resource
 import weakref
 
 MAX_LIVE = 512
-"""File ranges (each a duplicated descriptor) alive at once across the process: past it a fetch copies the
-bytes instead, so that slow consumers with deep pipelines cannot use up the descriptors the logs and the
-connections need (a range lives until the socket has taken it)."""
+"""File ranges (each a duplicated descriptor) alive at once across the process, at most: past it (or past a
+32nd of the descriptor limit, see `FileRange.available`) a fetch copies the bytes instead, so that slow
+consumers with deep pipelines cannot use up the descriptors the logs and the connections need (a range lives
+until the socket has taken it). The broker keeps an eighth of the limit from connections for the logs; ranges
+take at most a quarter of that."""
 
 
 def _release(fd: int) -> None:
@@ -42,8 +45,12 @@ class FileRange(mmap.mmap):
 
     @staticmethod
     def available() -> bool:
-        """Whether another range may be made now (`MAX_LIVE`)."""
-        return FileRange.live < MAX_LIVE
+        """Whether another range may be made now (`MAX_LIVE`, and a 32nd of the descriptor limit)."""
+        live = FileRange.live
+        if live >= MAX_LIVE:
+            return False
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return soft == resource.RLIM_INFINITY or live < soft // 32
 
     def __new__(cls, fd: int, position: int, size: int) -> FileRange:
         if size <= 0:

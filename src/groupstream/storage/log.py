@@ -486,13 +486,15 @@ class PartitionLog:
                 return b"", fetch_offset
             if (0 < zero_copy_from <= first.size and FileRange.available()
                     and seg.whole_span(pos, first.size, first) is not None):  # fmt: skip
-                return FileRange(seg.log_fd, pos, first.size), first.next_offset
+                with contextlib.suppress(OSError):  # no descriptor to spare: copy
+                    return FileRange(seg.log_fd, pos, first.size), first.next_offset
             return seg.read(pos, first.size), first.next_offset
         want = min(max_bytes, limit - pos)
         if 0 < zero_copy_from <= want and FileRange.available():
             span = seg.whole_span(pos, want, first)
             if span is not None and span[0] >= zero_copy_from:
-                return FileRange(seg.log_fd, pos, span[0]), span[1]
+                with contextlib.suppress(OSError):  # no descriptor to spare: copy
+                    return FileRange(seg.log_fd, pos, span[0]), span[1]
         data = seg.read(pos, want)
         n, next_offset = seg.confirmed_prefix(data, pos, want, limit, first)
         return (data if n == len(data) else data[:n]), next_offset
