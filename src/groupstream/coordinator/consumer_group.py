@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import itemgetter
 
 from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
-from groupstream.coordinator.consumer_partitions import PartitionSet
+from groupstream.coordinator.consumer_partitions import PartitionSet, group_numbers
 from groupstream.coordinator.reconcile import NO_EPOCHS, NO_PARTITIONS, MemberAssignment, MemberState
 from groupstream.protocol.consumer_group_records import (
     CurrentMemberAssignmentValue,
@@ -140,18 +140,7 @@ def numbers_by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, 
         type(partitions) in _COLLECTIONS or isinstance(partitions, Set)
     ) and partitions and len(set(map(id, map(_TOPIC, partitions)))) == 1:
         return {next(iter(partitions))[0]: list(map(_NUMBER, partitions))}
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    last: uuid.UUID | None = None
-    numbers: list[int] = []
-    for topic_id, partition in partitions:
-        if topic_id is not last:
-            last = topic_id
-            found = by_topic.get(topic_id)
-            if found is None:
-                found = by_topic[topic_id] = []
-            numbers = found
-        numbers.append(partition)
-    return by_topic
+    return group_numbers(partitions)
 
 
 def _group_by_topic(partitions: Iterable[TopicIdPartition]) -> tuple[TopicPartitions, ...]:

@@ -37,6 +37,23 @@ def _numbers(values: Iterable[int]) -> array[int]:
     return array("i", sorted(set(a)))
 
 
+def group_numbers(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, list[int]]:
+    """Partition numbers by topic id, in the order met. One topic's pairs usually share its id object, which
+    is hashed (uuid's hash is Python code) once per run of them, not once per pair."""
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    last: uuid.UUID | None = None
+    numbers: list[int] = []
+    for topic_id, partition in partitions:
+        if topic_id is not last:
+            last = topic_id
+            found = by_topic.get(topic_id)
+            if found is None:
+                found = by_topic[topic_id] = []
+            numbers = found
+        numbers.append(partition)
+    return by_topic
+
+
 class PartitionSet(AbstractSet[TopicIdPartition]):
     """Immutable; build with ``of`` (pairs), ``from_numbers`` (topic id -> numbers) or the set operations."""
 
@@ -58,18 +75,7 @@ class PartitionSet(AbstractSet[TopicIdPartition]):
         its id object: the id is hashed once per run of them, not once per pair."""
         if type(partitions) is PartitionSet:
             return partitions
-        by_topic: dict[uuid.UUID, list[int]] = {}
-        last: uuid.UUID | None = None
-        numbers: list[int] = []
-        for topic_id, partition in partitions:
-            if topic_id is not last:
-                last = topic_id
-                found = by_topic.get(topic_id)
-                if found is None:
-                    found = by_topic[topic_id] = []
-                numbers = found
-            numbers.append(partition)
-        return PartitionSet.from_numbers(by_topic)
+        return PartitionSet.from_numbers(group_numbers(partitions))
 
     @staticmethod
     def from_numbers(by_topic: Mapping[uuid.UUID, Iterable[int]]) -> PartitionSet:
