@@ -175,8 +175,11 @@ for t in range({tables}):
     f = table / f"part-{{name}}.parquet"
     pq.write_table(pa.table({{"v": [f"{{name}}"]}}), f)
     (meet / f"{{t}}-{{name}}").touch()  # every writer commits to the new table at once
+    deadline = time.monotonic() + 60
     while len(list(meet.glob(f"{{t}}-*"))) < {writers} and not (meet / "failed").exists():
-        time.sleep(0.001)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"writer {{name}}: the other writers did not reach table {{t}} within 60 s")
+        time.sleep(0.001)  # polls the barrier's condition above, with the deadline
     try:
         assert commit_files(table, [f], f"writer-{{name}}", 0)
     except BaseException:

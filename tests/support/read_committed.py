@@ -38,10 +38,18 @@ def read_committed_confluent(
     bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 120
 ) -> list[bytes]:
     """The same with confluent-kafka's consumer (isolation.level=read_committed)."""
+    return confluent_values(bootstrap, topic, partitions, expected, "read_committed", timeout_s)
+
+
+def confluent_values(
+    bootstrap: str, topic: str, partitions: int, expected: int, isolation: str, timeout_s: float
+) -> list[bytes]:
+    """Every value of ``topic`` (its ``partitions`` assigned from offset 0: no group to join) read by
+    confluent-kafka at ``isolation``, until ``expected`` were read and one more second adds nothing."""
     import confluent_kafka as ck
 
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-ck-{uuid.uuid4().hex[:8]}",
-                     "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
+                     "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
     got: list[bytes] = []
     try:
         c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -52,7 +60,8 @@ def read_committed_confluent(
                 got.append(m.value())
             return len(got) >= expected
 
-        wait_until(read, timeout_s, f"confluent-kafka read_committed to read {expected} records", interval_s=0)
+        wait_until(read, timeout_s, f"confluent-kafka ({isolation}) to read {expected} records of {topic}",
+                   interval_s=0)  # fmt: skip
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
             got.extend(m.value() for m in c.consume(10_000, 0.2) if m.error() is None)

@@ -21,12 +21,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import confluent_kafka as ck
 import pytest
 
 from groupstream import Consumer, Producer
 from groupstream.client.admin import Admin, NewTopic
 from groupstream.client.producer.errors import TransactionFatalError, TransactionStateError
+from support.read_committed import confluent_values as read_confluent
 from support.waiting import wait_until
 
 LOOP = Path(__file__).with_name("txn_loop.py")
@@ -47,29 +47,8 @@ def make_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def confluent_values(
     bootstrap: str, topic: str, isolation: str, expected: int, timeout_s: float = 30, partitions: int = 3
 ) -> list[bytes]:
-    """Every value of ``topic`` (``partitions`` of them, assigned from offset 0: no group to join) with
-    confluent-kafka at ``isolation``, until ``expected`` were read and one more second adds nothing."""
-    c = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "isolation.level": isolation,
-         "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    )  # fmt: skip
-    got: list[bytes] = []
-    try:
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-
-        def read() -> bool:
-            for m in c.consume(10_000, 0.5):
-                assert m.error() is None, m.error()
-                got.append(m.value())
-            return len(got) >= expected
-
-        wait_until(read, timeout_s, f"confluent-kafka ({isolation}) to read {expected} records of {topic}", interval_s=0)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            got.extend(m.value() for m in c.consume(10_000, 0.2) if m.error() is None)
-    finally:
-        c.close()
-    return got
+    """Every value of ``topic`` with confluent-kafka at ``isolation`` (support.read_committed.confluent_values)."""
+    return read_confluent(bootstrap, topic, partitions, expected, isolation, timeout_s)
 
 
 def our_values(
