@@ -7,61 +7,24 @@ requests are in flight."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from groupstream.broker.config import BrokerConfig
 from groupstream.broker.handlers.fetch import ZERO_COPY_FROM
-from groupstream.broker.node import Broker
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.records.batch import BatchBuilder
 from groupstream.storage.file_range import FileRange
-from groupstream.storage.log import PartitionLog
+from support.inprocess import OnLoop, broker_on_loop
 from support.raw_client import RawClient
 
 FETCH = by_name("Fetch")
-T = TypeVar("T")
 PART_MAX = 200_000
-
-
-class OnLoop:
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
-        self.broker = broker
-        self.loop = loop
-
-    def run(self, fn: Callable[[], T]) -> T:
-        async def call() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
-
-    def log(self, topic: str) -> PartitionLog:
-        return self.run(lambda: self.broker.catalog.log(topic, 0))
-
-
-@contextmanager
-def broker_on_loop(data_dir: Path) -> Iterator[OnLoop]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-broker", daemon=True)
-    thread.start()
-    broker = Broker(BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0))
-    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
-    try:
-        yield OnLoop(broker, loop)
-    finally:
-        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def append_batches(b: OnLoop, topic: str, rng: random.Random, count: int) -> None:
@@ -89,12 +52,12 @@ def request(topic: str, offset: int) -> Any:
 
 def copied(b: OnLoop, topic: str, offset: int) -> bytes:
     """What the copying path reads for a fetch at ``offset``."""
-    plog = b.log(topic)
+    plog = b.run(lambda: b.broker.catalog.log(topic, 0))
     return b.run(lambda: plog.read(offset, PART_MAX, True, plog.log_end_offset).records)
 
 
 def next_offset(b: OnLoop, topic: str, offset: int) -> int:
-    plog = b.log(topic)
+    plog = b.run(lambda: b.broker.catalog.log(topic, 0))
     return b.run(lambda: plog.read(offset, PART_MAX, True, plog.log_end_offset).next_offset)
 
 
@@ -111,7 +74,7 @@ def test_sendfile_ranges_are_the_copying_reads_bytes_single_pipelined_and_across
     with broker_on_loop(tmp_path) as b:
         b.run(lambda: b.broker.catalog.create_topic("zc", 1, {"segment.bytes": str(600_000)}))
         append_batches(b, "zc", rng, 400)
-        plog = b.log("zc")
+        plog = b.run(lambda: b.broker.catalog.log("zc", 0))
         assert len(list(tmp_path.rglob("zc-0/*.log"))) >= 3  # rolls happened between the fetches
         # The range the handler sends is the copying read's bytes (the storage side of the claim).
         sent = b.run(lambda: plog.read_for_send(0, PART_MAX, True, plog.log_end_offset, ZERO_COPY_FROM))

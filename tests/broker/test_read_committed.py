@@ -4,42 +4,28 @@ them), read by raw requests and by confluent-kafka's consumer with isolation.lev
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from groupstream.broker.config import BrokerConfig
-from groupstream.broker.node import Broker
 from groupstream.protocol.messages import by_name
 from groupstream.protocol.records.batch import BatchBuilder, iter_record_batches
 from groupstream.storage.log import PartitionLog
+from support import inprocess
 from support.raw_client import RawClient
 from support.waiting import wait_until
 
 FETCH = by_name("Fetch")
 LIST_OFFSETS = by_name("ListOffsets")
 A, B = 4000, 5000
-T = TypeVar("T")
 
 
-class OnLoop:
-    """Our broker in this process; ``run`` calls a function on its event loop (the partition log's owner)."""
-
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
-        self.broker = broker
-        self.loop = loop
-
-    def run(self, fn: Callable[[], T]) -> T:
-        async def call() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
+class OnLoop(inprocess.OnLoop):
+    """Our broker in this process, with appends of data batches and markers on its event loop."""
 
     def append(self, topic: str, batch: bytes) -> int:
         """A data batch through the produce path's check, waking fetches as a produce does."""
@@ -65,19 +51,8 @@ class OnLoop:
 
 @contextmanager
 def broker_on_loop(data_dir: Path) -> Iterator[OnLoop]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-broker", daemon=True)
-    thread.start()
-    config = BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0)
-    broker = Broker(config)
-    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
-    try:
-        yield OnLoop(broker, loop)
-    finally:
-        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    with inprocess.broker_on_loop(data_dir) as b:
+        yield OnLoop(b.broker, b.loop)
 
 
 def txn(pid: int, seq: int, values: list[bytes], ts: int | None = None, epoch: int = 0) -> bytes:
