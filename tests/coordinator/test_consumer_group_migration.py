@@ -13,7 +13,14 @@ from coordinator_harness import GROUP, Harness, subscription, topic_id
 from groupstream.coordinator.config import GroupCoordinatorConfig
 from groupstream.coordinator.consumer_group import ConsumerGroup
 from groupstream.coordinator.reconcile import MemberState
-from groupstream.protocol.consumer_protocol import ConsumerAssignment, decode_assignment, encode_assignment
+from groupstream.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from groupstream.protocol.error_codes import ErrorCode
 
 E = ErrorCode
@@ -463,3 +470,157 @@ def test_classic_members_of_a_consumer_group_commit_at_their_generation_with_any
     if version < 9:  # a consumer-protocol member must commit with v9+
         assert set(h.commit({("t", 1): 1}, member_id="c", generation=c.epoch, version=version).values()) == {
             E.UNSUPPORTED_VERSION}  # fmt: skip
+
+
+# --- downgrade on a static member's replacement (Kafka's validateOnlineDowngradeWithReplacedMemberId) -------------
+
+
+def upgraded_static(h: Harness, *, others: tuple[Member, ...] = ()) -> tuple[Classic, Classic, Member]:
+    """Static classic a and b, then static consumer member n (instance id "in") converts the group, and
+    everyone (with ``others``, consumer members joining after n) settles."""
+    a, b = classic_group(h, "a", "b", instance_ids={"a": "ia", "b": "ib"})
+    n = Member(h, "n", instance_id="in")
+    assert n.join().error_code == E.NONE
+    for m in others:
+        assert m.join().error_code == E.NONE
+    for _ in range(8):
+        for c in (a, b):
+            if c.beat() != E.NONE:
+                c.rebalance()
+        for m in (n, *others):
+            m.beat()
+    assert consumer_group(h).state.value == "Stable"
+    assert set().union(a.owned, b.owned, n.owned, *(m.owned for m in others)) == T4 and n.owned
+    return a, b, n
+
+
+def classic_of(h: Harness) -> Any:
+    classic = h.shard.group(GROUP)
+    assert classic is not None and h.shard.consumer_group(GROUP) is None
+    return classic
+
+
+def test_a_classic_process_replacing_the_last_consumer_static_member_makes_the_group_classic_at_once() -> None:
+    h = Harness(config=_config())
+    a, b, n = upgraded_static(h)
+    epoch, held = consumer_group(h).epoch, set(n.owned)
+    assert n.leave(epoch=-2).error_code == E.NONE  # the process stops; its partitions wait for the instance id
+    r = Classic(h, "r", instance_id="in")
+    answer = r.join()
+    assert (answer.error_code, answer.generation_id, answer.protocol_name) == (E.NONE, epoch, PROTOCOL)
+    classic = classic_of(h)
+    assert classic.generation == epoch and set(classic.members) == {a.member_id, b.member_id, r.member_id}
+    assert classic.static_members == {"ia": a.member_id, "ib": b.member_id, "in": r.member_id}
+    assert classic.protocol_name == PROTOCOL and classic.leader_id == a.member_id
+    assert classic.members[r.member_id].session_timeout_ms == r.session
+    h.advance(0)
+    assert classic.state.value == "Stable"  # settled: no rebalance, as in Kafka
+    assert a.beat() == E.NONE and b.beat() == E.NONE  # the others go on at their generation
+    synced, _ = r.sync()
+    assert synced.error_code == E.NONE and r.owned == held  # the new process has what its instance id had
+    no_two_owners(a.owned, b.owned, r.owned)
+    assert a.owned | b.owned | r.owned == T4
+    assert r.beat() == E.NONE
+    before = h.shard.durable_state()
+    h.restart()
+    assert h.shard.durable_state() == before
+    restarted = classic_of(h)
+    h.advance(0)
+    assert restarted.state.value == "Stable" and restarted.generation == epoch  # no rebalance owed
+
+
+def test_a_replacement_while_the_group_still_reconciles_downgrades_and_rebalances() -> None:
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b", instance_ids={"a": "ia", "b": "ib"})
+    n = Member(h, "n", instance_id="in")
+    n.join()  # converts the group; a and b have not been told yet and hold everything
+    r = Classic(h, "r", instance_id="in")
+    assert r.join().error_code == E.NONE
+    classic = classic_of(h)
+    held = {mid: set(decode_assignment(m.assignment).partitions) for mid, m in classic.members.items()}
+    assert held == {a.member_id: a.owned, b.member_id: b.owned, r.member_id: set()}  # what each holds
+    h.advance(0)
+    assert classic.state.value == "PreparingRebalance"
+    classic_rebalance(h, [a, b, r])
+    no_two_owners(a.owned, b.owned, r.owned)
+    assert a.owned | b.owned | r.owned == T4 and r.owned
+
+
+def test_a_lone_consumer_static_member_replaced_by_a_classic_process_leaves_a_classic_group() -> None:
+    h = Harness(config=_config())
+    n = Member(h, "n", instance_id="in")
+    n.join()
+    n.beat()
+    assert n.owned == T4
+    r = Classic(h, "r", instance_id="in")
+    assert r.join().error_code == E.NONE
+    classic = classic_of(h)
+    assert set(classic.members) == {r.member_id}
+    h.advance(0)
+    assert classic.state.value == "Stable"
+    synced, _ = r.sync()
+    assert synced.error_code == E.NONE and r.owned == T4
+
+
+def test_the_classic_answer_names_the_protocol_the_members_vote_for() -> None:
+    # The joiner's first protocol is not one the others have: Kafka answers it (and the classic group then
+    # refuses the SyncGroup that names it); we answer the group's.
+    h = Harness(config=_config())
+    upgraded_static(h)
+    answer = h.answer(h.join(instance_id="in", protocols=[("range", subscription("t")), (PROTOCOL, subscription("t"))]))
+    assert (answer.error_code, answer.protocol_name) == (E.NONE, PROTOCOL)
+    assert classic_of(h).protocol_name == PROTOCOL
+
+
+@pytest.mark.parametrize("policy", ["upgrade", "disabled"])
+def test_the_policy_can_forbid_the_downgrade_on_replacement(policy: str) -> None:
+    h = Harness(config=_config())
+    a, b, _ = upgraded_static(h)
+    h.shard._ctx.config = _config(consumer_migration_policy=policy)  # the broker's setting changed since
+    r = Classic(h, "r", instance_id="in")
+    assert r.join().error_code == E.NONE
+    g = consumer_group(h)
+    assert set(g.members) == {a.member_id, b.member_id, r.member_id}
+    assert g.static_member("in") is g.members[r.member_id] and g.members[r.member_id].metadata.uses_classic_protocol
+
+
+def test_no_downgrade_on_replacement_while_another_consumer_member_stays_or_past_the_classic_max_size() -> None:
+    h = Harness(config=_config())
+    a, b, _ = upgraded_static(h, others=(Member(h, "c"),))
+    r = Classic(h, "r", instance_id="in")
+    assert r.join().error_code == E.NONE
+    assert set(consumer_group(h).members) == {a.member_id, b.member_id, "c", r.member_id}
+    h = Harness(config=_config(max_size=2))
+    a, b, _ = upgraded_static(h)
+    r = Classic(h, "r", instance_id="in")
+    assert r.join().error_code == E.NONE
+    assert set(consumer_group(h).members) == {a.member_id, b.member_id, r.member_id}
+
+
+def test_describe_groups_shows_a_classic_members_own_metadata_and_its_assignment_as_it_syncs_it() -> None:
+    # (Kafka 4 does not describe a consumer group through DescribeGroups at all: README.)
+    h = Harness(config=_config())
+    c = Member(h, "c")
+    c.join()
+    assert c.owned == T4
+    sent = encode_subscription(ConsumerSubscription(("t",), user_data=b"d's own"), 1)
+    first = h.answer(h.join("", protocols=[(PROTOCOL, sent)], client_id="d"))
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    d, synced = str(first.member_id), None
+    for _ in range(5):
+        joined = h.answer(h.join(d, protocols=[(PROTOCOL, sent)], client_id="d"))
+        assert joined.error_code == E.NONE
+        synced = h.answer(h.sync(d, joined.generation_id, version=5, protocol_type="consumer", protocol_name=PROTOCOL))
+        c.beat(), c.beat()  # c revokes what d is to have
+        if synced.error_code == E.NONE and h.heartbeat(d, joined.generation_id) == E.NONE:
+            break
+    assert synced is not None and synced.error_code == E.NONE
+    held = set(decode_assignment(synced.assignment).partitions)
+    assert len(held) == 2 and not held & c.owned
+    described = h.answer(h.send("DescribeGroups", 5, groups=[GROUP], include_authorized_operations=False)).groups[0]
+    assert (described.error_code, described.protocol_type, described.group_state) == (0, "consumer", "Stable")
+    by_id = {m.member_id: m for m in described.members}
+    assert bytes(by_id[d].member_metadata) == sent  # as it sent it, user data and all
+    assert bytes(by_id[d].member_assignment) == bytes(synced.assignment)  # as its SyncGroup got it (version 1)
+    assert decode_subscription(bytes(by_id["c"].member_metadata)).topics == ("t",)  # a consumer member: its topics
+    assert set(decode_assignment(bytes(by_id["c"].member_assignment)).partitions) == c.owned

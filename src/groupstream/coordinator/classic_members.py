@@ -32,9 +32,12 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+from groupstream.coordinator.classic_group import ClassicMember, Protocol
+from groupstream.coordinator.consumer_admin import assignment_version
 from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerMember
 from groupstream.coordinator.consumer_membership import ClassicJoin, ConsumerMembership, HeartbeatRefused
 from groupstream.coordinator.context import Op
+from groupstream.coordinator.migration import downgrade_replacing
 from groupstream.coordinator.reconcile import NO_PARTITIONS, MemberState
 from groupstream.coordinator.request import ShardRequest, TopicsView, body_as, is_catalog
 from groupstream.coordinator.responses import (
@@ -50,7 +53,6 @@ from groupstream.coordinator.responses import (
 from groupstream.coordinator.timers import consumer_join_key, consumer_session_key, consumer_sync_key
 from groupstream.protocol.consumer_group_records import ClassicProtocol, TopicPartitions
 from groupstream.protocol.consumer_protocol import (
-    ASSIGNMENT_MAX_VERSION,
     CONSUMER_PROTOCOL_TYPE,
     ConsumerAssignment,
     decode_subscription,
@@ -158,7 +160,7 @@ class ClassicMembers:
         if unknown and instance_id is None and version >= _KNOWN_MEMBER_ID_FROM:
             refuse(E.MEMBER_ID_REQUIRED, member_id)
             return
-        replaces_static = False
+        replaces_static: ConsumerMember | None = None
         if instance_id is None:
             existing = group.members.get(member_id)
             if existing is not None and not existing.metadata.uses_classic_protocol:
@@ -170,7 +172,7 @@ class ClassicMembers:
                 if not unknown:
                     refuse(E.FENCED_INSTANCE_ID)
                     return
-                replaces_static = True  # a new process of the static member: it takes the id's place
+                replaces_static = static  # a new process of the static member: it takes the id's place
         try:
             sub = decode_subscription(protocols[0].metadata)
         except PeerProtocolError:
@@ -188,17 +190,33 @@ class ClassicMembers:
             subscribed_topic_names=list(sub.topics), subscribed_topic_regex=None, server_assignor=None,
             topic_partitions=[TopicPartitions(t, tuple(sorted(ps))) for t, ps in owned.items()],
         )  # fmt: skip
-        classic = ClassicJoin(protocols, int(body.session_timeout_ms), replaces_static)
+        classic = ClassicJoin(protocols, int(body.session_timeout_ms), replaces_static is not None)
         try:
             answer = self._cm.classic_join(op, replace(req, body=as_heartbeat), topics, group, classic)
         except HeartbeatRefused as e:
             refuse(e.code)
             return
         op.cancel(consumer_join_key(group.group_id, member_id))
-        op.schedule(consumer_sync_key(group.group_id, member_id), rebalance_ms)
+        generation, protocol_name = answer.member_epoch, protocols[0].name
+        downgraded = None
+        if replaces_static is not None:
+            # The group's last `consumer`-protocol member may just have been replaced (Kafka's downgrade on
+            # static replacement): then the group is a classic one from here on, and the answer its generation.
+            joiner = ClassicMember(
+                member_id=member_id, group_instance_id=instance_id, client_id=req.client_id,
+                client_host=req.client_host, rebalance_timeout_ms=rebalance_ms,
+                session_timeout_ms=int(body.session_timeout_ms), protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=tuple(Protocol(p.name, p.metadata) for p in protocols),
+            )  # fmt: skip
+            downgraded = downgrade_replacing(op, group, replaces_static.member_id, joiner, tuple(sub.topics),
+                                             answer.member_epoch, topics)  # fmt: skip
+        if downgraded is None:
+            op.schedule(consumer_sync_key(group.group_id, member_id), rebalance_ms)
+        else:
+            generation, protocol_name = downgraded.generation, downgraded.protocol_name or protocol_name
         op.respond(req.token, join_response(
-            version, member_id=member_id, generation=answer.member_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocol_name=protocols[0].name, leader="", members=()))  # fmt: skip
+            version, member_id=member_id, generation=generation, protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=protocol_name, leader="", members=()))  # fmt: skip
 
     # --- SyncGroup ----------------------------------------------------------------------------------------
 
@@ -228,8 +246,8 @@ class ClassicMembers:
                 if topic is not None:
                     named.append((topic, p))
         # Encoded at the version of the member's subscription, as Kafka does (capped to what we can write).
-        at = int.from_bytes(protocols[0].metadata[:2], "big", signed=True) if protocols else 0
-        encoded = encode_assignment(ConsumerAssignment(tuple(sorted(named))), min(max(at, 0), ASSIGNMENT_MAX_VERSION))
+        at = assignment_version(protocols[0].metadata) if protocols else 0
+        encoded = encode_assignment(ConsumerAssignment(tuple(sorted(named))), at)
         op.schedule(consumer_session_key(group.group_id, member.member_id), member.metadata.classic_session_timeout_ms)
         op.cancel(consumer_sync_key(group.group_id, member.member_id))
         op.respond(req.token, sync_response(version, E.NONE, encoded, CONSUMER_PROTOCOL_TYPE, name))

@@ -17,11 +17,17 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from groupstream.coordinator.consumer_group import ConsumerGroup, TopicIdPartition, preferred_assignor
+from groupstream.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    TopicIdPartition,
+    preferred_assignor,
+)
 from groupstream.coordinator.context import Op
 from groupstream.coordinator.request import ShardRequest, TopicIdsView, TopicsView, body_as, has_topic_ids
 from groupstream.protocol.bodies import CONSUMER_GROUP_DESCRIBE
 from groupstream.protocol.consumer_protocol import (
+    ASSIGNMENT_MAX_VERSION,
     ConsumerAssignment,
     ConsumerSubscription,
     encode_assignment,
@@ -29,7 +35,7 @@ from groupstream.protocol.consumer_protocol import (
 )
 from groupstream.protocol.error_codes import ErrorCode
 
-__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "describe_groups_entry"]
+__all__ = ["CONSUMER_GROUP_TYPE", "ConsumerGroupAdmin", "assignment_version", "describe_groups_entry"]
 
 E = ErrorCode
 CONSUMER_GROUP_TYPE = "consumer"
@@ -63,25 +69,41 @@ def _named(
 
 def describe_groups_entry(group: ConsumerGroup, G: Any, topics: TopicsView | None = None) -> Any:
     """The group as DescribeGroups reports it (``G`` is the response's DescribedGroup type); ``topics``
-    names the topics missing from the group's partition metadata."""
+    names the topics missing from the group's partition metadata.
+
+    A ``consumer``-protocol member sent no embedded-protocol bytes: its subscription is written as version 0
+    of the embedded protocol (its topics) and its assignment as version 0. A classic member (online
+    migration) is described as a classic group describes it: the metadata bytes of its JoinGroup exactly as
+    it sent them (its protocol's, with its owned partitions and user data), and its assignment as its
+    SyncGroup receives it, at the version of that metadata, so that a tool reads the same bytes either way."""
     return G(
         error_code=0,
         group_id=group.group_id,
         group_state=group.state.value,
         protocol_type=CONSUMER_GROUP_TYPE,
         protocol_data=preferred_assignor(m.metadata for m in group),
-        members=[
-            G.DescribedGroupMember(
-                member_id=m.member_id,
-                group_instance_id=m.instance_id,
-                client_id=m.metadata.client_id,
-                client_host=m.metadata.client_host,
-                member_metadata=encode_subscription(ConsumerSubscription(topics=m.metadata.subscribed_topics), 0),
-                member_assignment=encode_assignment(ConsumerAssignment(_named(group, m.assignment.assigned, topics))),
-            )
-            for m in sorted(group, key=lambda m: m.member_id)
-        ],
+        members=[_described_member(group, m, G, topics) for m in sorted(group, key=lambda m: m.member_id)],
     )
+
+
+def _described_member(group: ConsumerGroup, m: ConsumerMember, G: Any, topics: TopicsView | None) -> Any:
+    md = m.metadata
+    assigned = ConsumerAssignment(_named(group, m.assignment.assigned, topics))
+    if md.classic_protocols:
+        metadata = md.classic_protocols[0].metadata  # the protocol its JoinGroup answer and SyncGroup name
+        assignment = encode_assignment(assigned, assignment_version(metadata))
+    else:
+        metadata = encode_subscription(ConsumerSubscription(topics=md.subscribed_topics), 0)
+        assignment = encode_assignment(assigned)
+    return G.DescribedGroupMember(member_id=m.member_id, group_instance_id=m.instance_id, client_id=md.client_id,
+                                  client_host=md.client_host, member_metadata=metadata, member_assignment=assignment)  # fmt: skip
+
+
+def assignment_version(subscription: bytes) -> int:
+    """The embedded-protocol version a classic member's assignment is encoded at: its subscription's, as
+    Kafka encodes it (capped to what we can write; 0 for bytes too short to say)."""
+    at = int.from_bytes(subscription[:2], "big", signed=True) if len(subscription) >= 2 else 0
+    return min(max(at, 0), ASSIGNMENT_MAX_VERSION)
 
 
 def _assignment(G: Any, names: dict[Any, str], partitions: AbstractSet[TopicIdPartition]) -> Any:

@@ -25,6 +25,13 @@ The joining member's heartbeat then runs on the converted group (bumping the gro
 assignor computes a target for everyone); the classic members learn of it through their next Heartbeat
 (REBALANCE_IN_PROGRESS) and rejoin (`classic_members`). Requests the classic group held parked (a rebalance
 in flight) are answered REBALANCE_IN_PROGRESS so that those members rejoin the new group.
+
+Downgrade on replacement (Kafka's ``validateOnlineDowngradeWithReplacedMemberId``): a classic JoinGroup that
+takes a static member's place (a new process under its ``group.instance.id``) from the group's last
+``consumer``-protocol member converts the group the same way, the joiner in the replaced member's place with
+what that member held, at the group epoch; the joiner is answered at that generation, with the protocol the
+members vote for. Kafka never rebalances then; we do not either when the group was settled (what each member
+holds is then its target), and otherwise rebalance at once, as after a leave (`downgrade_replacing`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from groupstream.coordinator.classic_group import ClassicGroup, ClassicMember, Protocol
-from groupstream.coordinator.consumer_group import ConsumerGroup, PartitionSet
+from groupstream.coordinator.consumer_admin import assignment_version
+from groupstream.coordinator.consumer_group import ConsumerGroup, ConsumerMember, PartitionSet
 from groupstream.coordinator.consumer_records import (
     current_assignment_record,
     group_epoch_record,
@@ -44,7 +52,7 @@ from groupstream.coordinator.consumer_records import (
     target_member_record,
 )
 from groupstream.coordinator.context import Op
-from groupstream.coordinator.reconcile import MemberAssignment, MemberState
+from groupstream.coordinator.reconcile import NO_PARTITIONS, MemberAssignment, MemberState
 from groupstream.coordinator.records import group_metadata_record, group_tombstone
 from groupstream.coordinator.request import TopicCatalogView, TopicsView, has_topic_ids
 from groupstream.coordinator.responses import join_error, sync_response
@@ -62,7 +70,6 @@ from groupstream.coordinator.timers import (
 )
 from groupstream.protocol.consumer_group_records import ClassicProtocol, MemberMetadataValue
 from groupstream.protocol.consumer_protocol import (
-    ASSIGNMENT_MAX_VERSION,
     CONSUMER_PROTOCOL_TYPE,
     ConsumerAssignment,
     decode_assignment,
@@ -72,7 +79,7 @@ from groupstream.protocol.consumer_protocol import (
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.protocol.errors import PeerProtocolError
 
-__all__ = ["Refused", "downgrade", "upgrade"]
+__all__ = ["Refused", "downgrade", "downgrade_replacing", "upgrade"]
 
 E = ErrorCode
 
@@ -181,7 +188,7 @@ def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView)
     """If ``leaving_id`` going away leaves only classic members and the policy allows it, write the records
     that make the group a classic group of them, schedule the rebalance that follows, and say so (True);
     otherwise do nothing (False): the caller removes the member from the consumer group as usual."""
-    cfg, group_id = op.ctx.config, group.group_id
+    cfg = op.ctx.config
     leaving = group.members.get(leaving_id)
     stay = [m for m in group if m.member_id != leaving_id]
     if leaving is None or leaving.metadata.uses_classic_protocol or not stay:
@@ -192,39 +199,108 @@ def downgrade(op: Op, group: ConsumerGroup, leaving_id: str, topics: TopicsView)
         return False
     # No state timestamp (-1) in the record: it marks the rebalance still owed, which a restart before the
     # rebalance timer fires starts when the group is loaded (`ClassicMembership.rebalance_oversized`).
-    classic = ClassicGroup(group_id, None)
-    for m in stay:
-        md = m.metadata
-        classic.add(ClassicMember(
-            member_id=m.member_id, group_instance_id=md.instance_id, client_id=md.client_id, client_host=md.client_host,
-            rebalance_timeout_ms=md.rebalance_timeout_ms, session_timeout_ms=md.classic_session_timeout_ms,
-            protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocols=tuple(Protocol(p.name, p.metadata) for p in md.classic_protocols or ()),
-        ), None)  # fmt: skip
+    classic = _classic_group(group, [(_as_classic(m), m.assignment.holds()) for m in stay], None, topics)
+    if classic is None:
+        return False  # no protocol every member supports: stay a consumer group
+    _write_classic(op, group, [m.member_id for m in group], classic)
+    op.schedule(classic_rebalance_key(group.group_id), 0)
+    return True
+
+
+def downgrade_replacing(
+    op: Op, group: ConsumerGroup, replaced_id: str, joiner: ClassicMember, joiner_topics: tuple[str, ...],
+    joiner_epoch: int, topics: TopicsView,
+) -> ClassicGroup | None:  # fmt: skip
+    """Kafka's downgrade on a static member's replacement (``validateOnlineDowngradeWithReplacedMemberId``):
+    a classic JoinGroup (``joiner``) has just taken the place of the static member ``replaced_id``, its
+    records written but not yet replayed. If that member was the group's last ``consumer``-protocol member,
+    the policy allows a downgrade and the group fits ``group.max.size``, write the records that make the group
+    a classic group (the joiner in the replaced member's place, holding what it held) and return it; else None.
+
+    Kafka converts without a rebalance, at the group epoch, each member assigned its target. We record what
+    each member holds (as `downgrade` does) and convert without a rebalance only when that is the same thing:
+    every other member reconciled at the group's epoch, the replaced member holding its target and nothing
+    pending, the joiner subscribing to what it subscribed to and answered at the group epoch. Otherwise the
+    record carries no state timestamp and a rebalance follows at once, so that no partition stays unassigned
+    or held by a member that was still to give it up."""
+    cfg = op.ctx.config
+    replaced = group.members.get(replaced_id)
+    others = [m for m in group if m.member_id != replaced_id]
+    if replaced is None or replaced.metadata.uses_classic_protocol:
+        return None
+    if not all(m.metadata.uses_classic_protocol for m in others):
+        return None
+    if not cfg.downgrade_enabled or len(group.members) > cfg.max_size:
+        return None
+    a, md = replaced.assignment, replaced.metadata
+    steady = (
+        group.epoch == group.assignment_epoch == joiner_epoch
+        and all(m.epoch == group.epoch and m.is_reconciled for m in others)
+        and not a.pending_revocation
+        and a.assigned == group.targets.get(replaced_id, NO_PARTITIONS)
+        and md.subscribed_regex is None
+        and tuple(sorted(set(joiner_topics))) == md.subscribed_topics
+    )
+    members = [(_as_classic(m), m.assignment.holds()) for m in others]
+    members.append((joiner, a.holds()))
+    classic = _classic_group(group, members, op.now_ms if steady else None, topics)
+    if classic is None:
+        return None
+    _write_classic(op, group, [*(m.member_id for m in others), joiner.member_id], classic)
+    if not steady:
+        op.schedule(classic_rebalance_key(group.group_id), 0)
+    return classic
+
+
+def _as_classic(m: ConsumerMember) -> ClassicMember:
+    """A classic member of a consumer group as a member of the classic group it becomes (no assignment yet)."""
+    md = m.metadata
+    return ClassicMember(
+        member_id=m.member_id, group_instance_id=md.instance_id, client_id=md.client_id, client_host=md.client_host,
+        rebalance_timeout_ms=md.rebalance_timeout_ms, session_timeout_ms=md.classic_session_timeout_ms,
+        protocol_type=CONSUMER_PROTOCOL_TYPE, protocols=tuple(Protocol(p.name, p.metadata) for p in md.classic_protocols or ()),
+    )  # fmt: skip
+
+
+def _classic_group(
+    group: ConsumerGroup, members: list[tuple[ClassicMember, PartitionSet]], state_timestamp: int | None,
+    topics: TopicsView,
+) -> ClassicGroup | None:  # fmt: skip
+    """The classic group of ``members`` (in order: the first leads), at generation = the group epoch, each
+    assigned the partitions given with it, encoded at the version of its subscription for the protocol the
+    members vote for; None when no protocol is common to all of them."""
+    classic = ClassicGroup(group.group_id, state_timestamp)
+    for cm, _ in members:
+        classic.add(cm, None)
     try:
         protocol = classic.select_protocol()
     except ValueError:
-        return False  # no protocol every member supports: stay a consumer group
+        return None
     classic.protocol_name = protocol
     classic.generation = group.epoch
-    for cm in classic.members.values():
-        metadata = cm.metadata(protocol) or b""
-        at = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
+    for cm, held in members:
         named = []
-        for t, p in group.members[cm.member_id].assignment.holds():
+        for t, p in held:
             name = topics.topic_name(t) if has_topic_ids(topics) else None
             if name is not None:
                 named.append((name, p))
-        cm.assignment = encode_assignment(ConsumerAssignment(tuple(sorted(named))), min(max(at, 0), ASSIGNMENT_MAX_VERSION))
-    for m in group:
-        for record in member_removal_records(group_id, m.member_id):
+        version = assignment_version(cm.metadata(protocol) or b"")
+        cm.assignment = encode_assignment(ConsumerAssignment(tuple(sorted(named))), version)
+    return classic
+
+
+def _write_classic(op: Op, group: ConsumerGroup, member_ids: list[str], classic: ClassicGroup) -> None:
+    """The records of a downgrade: the members' (``member_ids``, as the records written so far leave them)
+    and then the consumer group's deleted, then the classic group's record; the members' consumer timers
+    cancelled and their classic sessions started."""
+    group_id = group.group_id
+    for mid in member_ids:
+        for record in member_removal_records(group_id, mid):
             op.write(record)
         for key in (consumer_session_key, consumer_rebalance_key, consumer_join_key, consumer_sync_key):
-            op.cancel(key(group_id, m.member_id))
+            op.cancel(key(group_id, mid))
     for record in group_records_tombstones(group):
         op.write(record)
     op.write(group_metadata_record(group_id, classic.durable_view()))
     for cm in classic.members.values():
         op.schedule(heartbeat_key(group_id, cm.member_id), cm.session_timeout_ms)
-    op.schedule(classic_rebalance_key(group_id), 0)
-    return True
