@@ -24,19 +24,46 @@ def _random_pairs(rng: random.Random) -> frozenset[tuple[uuid.UUID, int]]:
     return frozenset((t, rng.randrange(40)) for t in topics for _ in range(rng.randint(0, 12)))
 
 
+def _shaped_pairs(rng: random.Random) -> frozenset[tuple[uuid.UUID, int]]:
+    """Per topic, one of the shapes the per-topic fast paths take: a run of consecutive numbers (ranges that
+    do not overlap), a few numbers against many (bisection), or a dense random half (sets of ints)."""
+    out: set[tuple[uuid.UUID, int]] = set()
+    for t in rng.sample(TOPICS, rng.randint(0, len(TOPICS))):
+        shape = rng.choice(("run", "few", "dense"))
+        if shape == "run":
+            lo = rng.randrange(1_000)
+            out.update((t, p) for p in range(lo, rng.randint(lo, 1_000)))
+        elif shape == "few":
+            out.update((t, rng.randrange(1_000)) for _ in range(rng.randint(1, 6)))
+        else:
+            out.update((t, p) for p in range(1_000) if rng.random() < 0.5)
+    return frozenset(out)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_partition_set_agrees_with_frozenset(seed: int) -> None:
     rng = random.Random(seed)
-    a, b = _random_pairs(rng), _random_pairs(rng)
+    _agrees(f"seed {seed}", _random_pairs(rng), _random_pairs(rng))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_partition_set_agrees_with_frozenset_on_large_shaped_sets(seed: int) -> None:
+    rng = random.Random(seed)
+    a = _shaped_pairs(rng)
+    b = _shaped_pairs(rng) if seed % 3 else frozenset(p for p in a if rng.random() < 0.02)  # b a few of a's
+    _agrees(f"shaped seed {seed}", a, b)
+
+
+def _agrees(msg: str, a: frozenset[tuple[uuid.UUID, int]], b: frozenset[tuple[uuid.UUID, int]]) -> None:
     # ids equal but not the same objects: the topic comparison must not rely on identity alone
     b = frozenset((uuid.UUID(bytes=t.bytes), p) for t, p in b)
     pa, pb = PartitionSet.of(a), PartitionSet.of(b)
-    msg = f"seed {seed}"
     assert set(pa) == a and len(pa) == len(a) and bool(pa) == bool(a), msg
     assert pa == a and a == pa and (pa == pb) == (a == b), msg
     for got, want in [(pa & pb, a & b), (pa | pb, a | b), (pa - pb, a - b), (pb - pa, b - a), (pa ^ pb, a ^ b),
                       (pa & b, a & b), (a - pb, a - b), (pa.difference(list(b)), a - b)]:  # fmt: skip
         assert type(got) is PartitionSet and set(got) == want and len(got) == len(want), msg
+        assert all(len(ns) and list(ns) == sorted(set(ns)) for _, ns in got.by_topic()), msg  # the invariant
         assert [t for t, _ in got.by_topic()] == sorted({t for t, _ in want}, key=lambda t: t.bytes), msg
     assert pa.isdisjoint(pb) == a.isdisjoint(b) and (pa <= pb) == (a <= b) and (pa >= pb) == (a >= b), msg
     assert (pa < pb) == (a < b) and (pa <= b) == (a <= b), msg

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from itertools import islice, repeat
@@ -167,7 +168,7 @@ class PartitionSet(AbstractSet[TopicIdPartition]):
             return NotImplemented
         for t, ns in self.by_topic():
             theirs = o.numbers_of(t)
-            if len(theirs) < len(ns) or not set(theirs).issuperset(ns):
+            if len(theirs) < len(ns) or (theirs != ns and len(_and(ns, theirs)) != len(ns)):
                 return False
         return True
 
@@ -187,46 +188,49 @@ class PartitionSet(AbstractSet[TopicIdPartition]):
             return all(p not in self for p in other)
         for t, ns in self.by_topic():
             theirs = o.numbers_of(t)
-            if theirs and not set(theirs).isdisjoint(ns):
+            if theirs and not _disjoint(ns, theirs):
                 return False
         return True
 
     # --- operations ----------------------------------------------------------------------------------------
 
     def _combine(self, other: PartitionSet, op: str) -> PartitionSet:
+        """Topic by topic on the sorted number arrays (`_and`, `_sub`, `_or`), each result sorted and distinct."""
+        out: dict[uuid.UUID, array[int]] = {}
         if op == "and":
-            out: dict[uuid.UUID, Iterable[int]] = {}
             for t, ns in self.by_topic():
                 theirs = other.numbers_of(t)
                 if theirs:
-                    if theirs == ns:
-                        out[t] = ns
-                    else:
-                        out[t] = set(ns).intersection(theirs)
+                    out[t] = ns if theirs == ns else _and(ns, theirs)
             return self._result(out, other)
         if op == "sub":
-            out = {}
             for t, ns in self.by_topic():
                 theirs = other.numbers_of(t)
                 if not theirs:
                     out[t] = ns
                 elif theirs != ns:
-                    out[t] = set(ns).difference(theirs)
+                    out[t] = _sub(ns, theirs)
             return self._result(out, other)
         out = dict(self.by_topic())
         for t, ns in other.by_topic():
             mine = out.get(t)
-            out[t] = ns if mine is None or mine == ns else set(mine).union(ns)
-        return self._result(out, other)
+            out[t] = ns if mine is None or mine == ns else _or(mine, ns)
+        return self._result(out, other, new_topics=len(out) != len(self._t))
 
-    def _result(self, out: dict[uuid.UUID, Iterable[int]], other: PartitionSet) -> PartitionSet:
-        """The set ``out`` describes: ``self`` or ``other`` themselves when equal to it (no copy)."""
+    def _result(self, out: dict[uuid.UUID, array[int]], other: PartitionSet, new_topics: bool = False) -> PartitionSet:
+        """The set ``out`` describes (arrays sorted and distinct, in the order of ``self``'s topics then any
+        ``new_topics``): ``self`` or ``other`` themselves when equal to it (no copy)."""
         for candidate in (self, other):
             if len(out) == len(candidate._t) and all(
                 out.get(t) is ns for t, ns in candidate.by_topic()
             ):
                 return candidate
-        return PartitionSet.from_numbers(out)
+        items = [(t, ns) for t, ns in out.items() if ns]
+        if not items:
+            return EMPTY
+        if new_topics and len(items) > 1:
+            items.sort(key=lambda kv: kv[0].bytes)
+        return PartitionSet(tuple(t for t, _ in items), tuple(ns for _, ns in items))
 
     def __and__(self, other: AbstractSet[Any]) -> PartitionSet:
         o = _coerce(other)
@@ -275,6 +279,70 @@ class PartitionSet(AbstractSet[TopicIdPartition]):
 
     def issuperset(self, other: Iterable[TopicIdPartition]) -> bool:
         return PartitionSet.of(other) <= self
+
+
+# --- one topic's numbers: sorted, distinct, non-empty arrays -------------------------------------------------
+# Where one array is much smaller than the other (a member's hundred partitions against the thousands a first
+# member held), its numbers are looked up in the larger one by bisection, and a difference is cut out of the
+# larger one by slices (copied in C); where their ranges do not overlap (what uniform keeps, lowest numbers
+# first, against what it revokes), nothing is looked up at all. Otherwise a set of ints does it.
+
+_FEW = 8
+"""An array this many times smaller than the other is looked up in it by bisection."""
+
+
+def _and(a: array[int], b: array[int]) -> array[int]:
+    if a[-1] < b[0] or b[-1] < a[0]:
+        return _NO_NUMBERS
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if len(small) * _FEW <= len(large):
+        n = len(large)
+        found = array("i", [x for x in small if (i := bisect_left(large, x)) < n and large[i] == x])
+        return small if len(found) == len(small) else found
+    return array("i", sorted(set(a).intersection(b)))
+
+
+def _sub(a: array[int], b: array[int]) -> array[int]:
+    """``a`` without ``b``'s numbers (``a`` itself when it has none of them)."""
+    if a[-1] < b[0] or b[-1] < a[0]:
+        return a
+    if len(a) * _FEW <= len(b):
+        n = len(b)
+        kept = array("i", [x for x in a if (i := bisect_left(b, x)) >= n or b[i] != x])
+        return a if len(kept) == len(a) else kept
+    if len(b) * _FEW <= len(a):
+        out = array("i")
+        n, start = len(a), 0
+        for x in b:
+            i = bisect_left(a, x, start)
+            if i < n and a[i] == x:
+                out += a[start:i]
+                start = i + 1
+        if start == 0:
+            return a
+        out += a[start:]
+        return out
+    return array("i", sorted(set(a).difference(b)))
+
+
+def _or(a: array[int], b: array[int]) -> array[int]:
+    if a[-1] < b[0]:
+        return a + b
+    if b[-1] < a[0]:
+        return b + a
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if len(small) * _FEW <= len(large) and _and(small, large) is small:
+        return large  # the few are among the many already
+    return array("i", sorted(set(a).union(b)))
+
+
+def _disjoint(a: array[int], b: array[int]) -> bool:
+    if a[-1] < b[0] or b[-1] < a[0]:
+        return True
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    if len(small) * _FEW <= len(large):
+        return not _and(small, large)
+    return set(small).isdisjoint(large)
 
 
 def _coerce(other: Iterable[Any]) -> PartitionSet | None:

@@ -172,8 +172,9 @@ def _revoke_now(
     keep = member.assigned - gone
     pending = member.pending_revocation | gone
     if owned is None or not pending.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch):
+        # keep | pending is exactly what the member held (gone was part of its assignment): no union to build
         return MemberAssignment(member.member_id, member.epoch, member.epoch, MemberState.UNREVOKED_PARTITIONS,
-                                keep, pending, epochs_for(member, keep | pending, member.epoch))  # fmt: skip
+                                keep, pending, epochs_for(member, member.holds(), member.epoch))  # fmt: skip
     return MemberAssignment(member.member_id, member.epoch, member.epoch, member.state, keep,
                             partition_epochs=epochs_for(member, keep, member.epoch))  # fmt: skip
 
@@ -201,9 +202,10 @@ def _next(
     keep = member.assigned & target
     revoke = member.assigned - target
     if revoke and (owned is None or not revoke.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch)):
+        # keep | revoke is exactly the member's assignment: no union of the two to build
         return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,
                                 MemberState.UNREVOKED_PARTITIONS, keep, revoke,
-                                epochs_for(member, keep | revoke, member.epoch))  # fmt: skip
+                                epochs_for(member, member.assigned, member.epoch))  # fmt: skip
     # Nothing to revoke, or nothing the member still owns: what goes away is released now.
     new = target - member.assigned if member.assigned else target
     me = member.member_id
