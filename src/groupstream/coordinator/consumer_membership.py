@@ -267,6 +267,35 @@ def _may_assign(group: ConsumerGroup, now_ms: int, interval_ms: int) -> bool:
     return interval_ms == 0 or last <= 0 or not group.members or now_ms >= last + interval_ms
 
 
+def _member_metadata(
+    body: ConsumerGroupHeartbeatRequest, req: ShardRequest, old: MemberMetadataValue, instance_id: str | None,
+    regex: str | None, classic: ClassicJoin | None,
+) -> MemberMetadataValue:
+    """The member's metadata as this heartbeat (or classic JoinGroup) states it, ``old`` filling what it
+    leaves out."""
+    epoch = body.member_epoch
+    return MemberMetadataValue(
+        instance_id=instance_id if instance_id is not None else old.instance_id,
+        rack_id=body.rack_id if body.rack_id is not None else old.rack_id,
+        client_id=req.client_id,
+        client_host=req.client_host,
+        # A join (epoch 0: a new process, a static member's new incarnation, a fenced member coming back)
+        # states the whole subscription: names without a regex means no regex, and the other way round.
+        # Later heartbeats send only what changed (null: unchanged; an empty regex clears it).
+        subscribed_topics=(
+            tuple(sorted(set(body.subscribed_topic_names)))
+            if body.subscribed_topic_names is not None
+            else () if epoch == 0 else old.subscribed_topics
+        ),
+        subscribed_regex=(regex or None) if regex is not None else None if epoch == 0 else old.subscribed_regex,
+        rebalance_timeout_ms=body.rebalance_timeout_ms if body.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
+        server_assignor=body.server_assignor if body.server_assignor is not None else old.server_assignor,
+        # A classic member's JoinGroup states its protocols and session; a consumer heartbeat has none.
+        classic_protocols=None if classic is None else classic.protocols,
+        classic_session_timeout_ms=-1 if classic is None else classic.session_timeout_ms,
+    )
+
+
 class ConsumerMembership:
     # --- ConsumerGroupHeartbeat ---------------------------------------------------------------------------
 
@@ -294,15 +323,20 @@ class ConsumerMembership:
         say whether it did; any other heartbeat takes the full path (False).
 
         Most heartbeats of a large group are these: a member at the group's epoch, reconciled, reporting no
-        change (no subscription, no owned partitions, no new client id), while the group's subscription
-        metadata still holds and no regular expression is due. The full path would conclude the same (no
-        record, the session renewed, no assignment in the answer) after building the member's metadata and
-        the group's change; this checks the same conditions directly."""
+        change (no subscription, no new client id), while the group's subscription metadata still holds and
+        no regular expression is due. The full path would conclude the same (no record, the session renewed,
+        no assignment in the answer) after building the member's metadata and the group's change; this
+        checks the same conditions directly.
+
+        The owned partitions a heartbeat may carry do not matter here: reconciling a member that is Stable
+        at the target epoch returns it as it is whatever it reports (Kafka's CurrentAssignmentBuilder
+        likewise), and they are not a full request without a subscription and a rebalance timeout. So a
+        member acknowledging the assignment it was just given (the Java client's immediate heartbeat, one
+        per member per rebalance) is answered here too, without turning its list into a set."""
         body = body_as(CONSUMER_GROUP_HEARTBEAT, req)
         epoch = body.member_epoch
         if (
             epoch <= 0
-            or body.topic_partitions is not None
             or body.subscribed_topic_names is not None
             or getattr(body, "subscribed_topic_regex", None) is not None
             or body.rebalance_timeout_ms != -1
@@ -326,6 +360,7 @@ class ConsumerMembership:
             or group.assignment_epoch != epoch
             or md.client_id != req.client_id
             or md.client_host != req.client_host
+            or md.classic_protocols is not None  # a classic member's metadata: this heartbeat would rewrite it
             or (instance_id is not None and (instance_id != md.instance_id or group.static_members.get(instance_id) != member_id))
             or (group.regex_subscribers and op.now_ms >= group.regex_refresh_deadline_ms)
         ):
@@ -431,26 +466,23 @@ class ConsumerMembership:
 
         old = member.metadata
         regex = getattr(body, "subscribed_topic_regex", None)
-        md = MemberMetadataValue(
-            instance_id=instance_id if instance_id is not None else old.instance_id,
-            rack_id=body.rack_id if body.rack_id is not None else old.rack_id,
-            client_id=req.client_id,
-            client_host=req.client_host,
-            # A join (epoch 0: a new process, a static member's new incarnation, a fenced member coming back)
-            # states the whole subscription: names without a regex means no regex, and the other way round.
-            # Later heartbeats send only what changed (null: unchanged; an empty regex clears it).
-            subscribed_topics=(
-                tuple(sorted(set(body.subscribed_topic_names)))
-                if body.subscribed_topic_names is not None
-                else () if epoch == 0 else old.subscribed_topics
-            ),
-            subscribed_regex=(regex or None) if regex is not None else None if epoch == 0 else old.subscribed_regex,
-            rebalance_timeout_ms=body.rebalance_timeout_ms if body.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
-            server_assignor=body.server_assignor if body.server_assignor is not None else old.server_assignor,
-            # A classic member's JoinGroup states its protocols and session; a consumer heartbeat has none.
-            classic_protocols=None if classic is None else classic.protocols,
-            classic_session_timeout_ms=-1 if classic is None else classic.session_timeout_ms,
-        )
+        if (
+            epoch != 0
+            and classic is None
+            and body.subscribed_topic_names is None
+            and regex is None
+            and body.rebalance_timeout_ms == -1
+            and body.server_assignor is None
+            and body.rack_id is None
+            and (instance_id is None or instance_id == old.instance_id)
+            and req.client_id == old.client_id
+            and req.client_host == old.client_host
+            and old.classic_protocols is None
+            and old.classic_session_timeout_ms == -1
+        ):
+            md = old  # a heartbeat stating nothing new: built below, it would equal the metadata as it is
+        else:
+            md = _member_metadata(body, req, old, instance_id, regex, classic)
         if is_new or md != old:
             records.append(member_metadata_record(group_id, member_id, md))
         change.members.put(member_id, md)
