@@ -108,6 +108,30 @@ def remember_set(grouped: tuple[TopicPartitions, ...], partitions: PartitionSet)
     memo[id(grouped)] = (grouped, partitions)
 
 
+_ASSIGNMENT_OF: dict[int, tuple[CurrentMemberAssignmentValue, MemberAssignment]] = {}
+"""Current-assignment records written here from an assignment in the very form their replay builds (see
+``remember_assignment``), by the value's id (the value held so that the id stays its own), until replayed:
+the replay takes that assignment instead of building an equal one (its epochs counted again, a new object).
+A memo, not state: a miss (a decoded record, an entry dropped) builds the same assignment."""
+
+
+def remember_assignment(value: CurrentMemberAssignmentValue, assignment: MemberAssignment) -> None:
+    """``value`` was written from ``assignment``, which lists no partition epoch of its own and has no
+    ``given_at``: every partition at the member's epoch, the form ``apply_current_assignment`` gives it."""
+    memo = _ASSIGNMENT_OF
+    if len(memo) >= _SET_OF_MAX:
+        memo.clear()
+    memo[id(value)] = (value, assignment)
+
+
+def _written_assignment(value: CurrentMemberAssignmentValue) -> MemberAssignment | None:
+    if _ASSIGNMENT_OF:
+        hit = _ASSIGNMENT_OF.pop(id(value), None)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+    return None
+
+
 def _written_set(items: Iterable[TopicPartitions]) -> PartitionSet | None:
     """The set a record being replayed was written from (``remember_set``), taken out of the memo (a record is
     replayed once); None: not one written here."""
@@ -219,6 +243,38 @@ def _partition_epochs(items: Iterable[TopicPartitions], own: int) -> tuple[int, 
             if e != common:
                 out[(t.topic_id, p)] = e
     return common, out
+
+
+def _assignment_of(
+    member_id: str, value: CurrentMemberAssignmentValue, target: PartitionSet | None, written: PartitionSet | None
+) -> MemberAssignment:
+    """The assignment a current-assignment record describes; ``written``: the set its assigned partitions
+    were written from (`remember_set`), if known."""
+    if written is not None:
+        assigned = written
+    elif target is not None and _names_exactly(value.assigned, target):
+        assigned = target  # compared on the numbers: no set built (a loaded member usually holds its target)
+    else:
+        assigned = from_topic_partitions(value.assigned)
+    pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
+    # Only the epochs that differ from the member's own are kept: a missing one means exactly that
+    # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
+    own = max(value.member_epoch, 0)
+    given_at, epochs = _partition_epochs(value.assigned + value.pending_revocation, own)
+    if target is not None and (assigned is target or target == assigned):
+        # A reconciled member holds its target: share the set, and key the epochs by its partitions,
+        # so that a partition is one tuple however many of the group's maps name it.
+        assigned = target
+        if epochs:
+            # Those of partitions pending revocation (not in the target) are kept as they are.
+            shared = {p: epochs[p] for p in target if p in epochs}
+            if len(shared) != len(epochs):
+                shared.update((p, e) for p, e in epochs.items() if p not in shared)
+            epochs = shared
+    return MemberAssignment(
+        member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
+        assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
+    )  # fmt: skip
 
 
 def _take_one(counts: Counter[str], keys: Iterable[str]) -> None:
@@ -517,37 +573,27 @@ class ConsumerGroup:
         else:
             target = self.targets.get(member_id)
             written = _written_set(value.assigned)  # the set the handler wrote this very record from
-            if written is not None:
-                assigned = written
-            elif target is not None and _names_exactly(value.assigned, target):
-                assigned = target  # compared on the numbers: no set built (a loaded member usually holds its target)
+            passed = _written_assignment(value)
+            if (
+                passed is not None
+                and passed.member_id == member_id
+                and (target is None or passed.assigned is target or target != passed.assigned)
+            ):
+                # The assignment the handler wrote this very record from, already in the form built below.
+                if value.pending_revocation:
+                    _written_set(value.pending_revocation)  # its memo entry, taken out as building would
+                member.assignment = passed
             else:
-                assigned = from_topic_partitions(value.assigned)
-            pending = from_topic_partitions(value.pending_revocation) if value.pending_revocation else NO_PARTITIONS
-            # Only the epochs that differ from the member's own are kept: a missing one means exactly that
-            # (KIP-1251's default), and after a rebalance most of a member's partitions were given at its epoch.
-            own = max(value.member_epoch, 0)
-            given_at, epochs = _partition_epochs(value.assigned + value.pending_revocation, own)
-            if target is not None and (assigned is target or target == assigned):
-                # A reconciled member holds its target: share the set, and key the epochs by its partitions,
-                # so that a partition is one tuple however many of the group's maps name it.
-                assigned = target
-                if epochs:
-                    # Those of partitions pending revocation (not in the target) are kept as they are.
-                    shared = {p: epochs[p] for p in target if p in epochs}
-                    if len(shared) != len(epochs):
-                        shared.update((p, e) for p, e in epochs.items() if p not in shared)
-                    epochs = shared
-            member.assignment = MemberAssignment(
-                member_id, value.member_epoch, value.previous_member_epoch, MemberState(value.state),
-                assigned, pending, epochs or NO_EPOCHS, -1 if given_at == own else given_at,
-            )  # fmt: skip
-            # Only what the member no longer holds is released (set differences compare stored hashes),
-            # then all it holds is its own.
+                member.assignment = _assignment_of(member_id, value, target, written)
+            # Only what the member no longer holds is released, and only what it did not hold is taken (what
+            # it keeps is its own already): a rebalance that leaves thousands of partitions where they are
+            # costs no pass over them.
             after = member.assignment.holds()
             if before:
                 self._disown(member_id, before - after if after else before)
-            self._own(member_id, after)
+                self._own(member_id, after - before)
+            else:
+                self._own(member_id, after)
         self._count(member.assignment, 1)
         self._refresh()
 

@@ -13,6 +13,7 @@ from groupstream.coordinator.consumer_group import (
     ConsumerGroup,
     PartitionSet,
     TopicIdPartition,
+    remember_assignment,
     remember_set,
     to_topic_partitions,
 )
@@ -105,6 +106,9 @@ def current_assignment_record(group_id: str, a: MemberAssignment) -> Coordinator
     known, default = a.partition_epochs, a.default_epoch()
     value = CurrentMemberAssignmentValue(a.epoch, a.previous_epoch, int(a.state), _with_epochs(a.assigned, known, default),
                                          _with_epochs(a.pending_revocation, known, default))  # fmt: skip
+    if not known and a.given_at < 0:
+        # Every partition at the member's epoch: replaying this record would build ``a`` again; it takes it.
+        remember_assignment(value, a)
     return CoordinatorRecord(CURRENT_ASSIGNMENT, ConsumerMemberKey(group_id, a.member_id), _VALUE_VERSION, value)
 
 
@@ -151,8 +155,12 @@ def replaced_later(keys: Sequence[bytes | memoryview | None]) -> set[int]:
     return out
 
 
+_KEY_TYPES = frozenset({ConsumerGroupKey, ConsumerMemberKey, RegexKey})
+
+
 def is_consumer_group_record(record: CoordinatorRecord) -> bool:
-    return isinstance(record.key, ConsumerGroupKey | ConsumerMemberKey | RegexKey)
+    key = record.key
+    return type(key) in _KEY_TYPES or isinstance(key, ConsumerGroupKey | ConsumerMemberKey | RegexKey)
 
 
 def replay_consumer_record(
