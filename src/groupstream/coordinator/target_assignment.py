@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 import uuid
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Mapping
+from itertools import compress, repeat
+from operator import not_
 
 from groupstream.assignment.ordering import java_string_key
 from groupstream.assignment.server import GroupSpec, MemberSpec, ServerPartitionAssignor
@@ -132,8 +135,8 @@ def _uniform_same_subscriptions(
         total += t.partitions
     # Who claims each partition; a partition two members claim is nobody's (_CONFLICT), as resolve_claims
     # decides for claims of the same generation.
-    claim: list[str | None] = [None] * total
     held: dict[str, list[int]] = {}
+    claimed = 0
     for member_id in order:
         mine: list[int] = []
         ps = current.get(member_id)
@@ -143,12 +146,21 @@ def _uniform_same_subscriptions(
                 if found is None:
                     continue
                 base, count = found
-                mine.extend([base + p for p in ns if 0 <= p < count])
-        for g in mine:
-            c = claim[g]
-            claim[g] = member_id if c is None else _CONFLICT
+                if ns[0] >= 0 and ns[-1] < count:  # sorted and non-empty: all in range, renumbered in C
+                    mine.extend(ns if base == 0 else map(base.__add__, ns))
+                else:
+                    mine.extend([base + p for p in ns if 0 <= p < count])
         held[member_id] = mine
-    if _CONFLICT in claim:
+        claimed += len(mine)
+    # Claims overlap only when some partition is claimed twice: counted in C (a set of every claim), the
+    # per-partition pass that finds and drops them runs only then (a member's first target hands it
+    # every partition: thousands of claims to walk in Python otherwise).
+    if claimed and len(set().union(*held.values())) != claimed:
+        claim: list[str | None] = [None] * total
+        for member_id in order:
+            for g in held[member_id]:
+                c = claim[g]
+                claim[g] = member_id if c is None else _CONFLICT
         for member_id, mine in held.items():
             if any(claim[g] is _CONFLICT for g in mine):
                 held[member_id] = [g for g in mine if claim[g] is not _CONFLICT]
@@ -163,10 +175,9 @@ def _uniform_same_subscriptions(
         if len(mine) > quota[m]:
             mine = _lowest_numbers(mine, starts, quota[m])
         result[m] = mine
-        for g in mine:
-            taken[g] = 1
+        deque(map(taken.__setitem__, mine, repeat(1)), maxlen=0)
     unchanged = {m for m in order if m in current and len(result[m]) == len(current[m]) == quota[m]}
-    free = [g for g in range(total) if not taken[g]]
+    free = list(compress(range(total), map(not_, taken)))
     _deal_round_robin(free, [m for m in order if len(result[m]) < quota[m]], quota, result)
     return {
         member_id: current[member_id] if member_id in unchanged else _to_set(result[member_id], starts, ids)
