@@ -355,12 +355,33 @@ def record_type_name(record_type: int) -> str | None:
     return None if fmt is None else fmt.name
 
 
+_KEY_BYTES: dict[tuple[int, Any], bytes] = {}
+"""Encoded keys by (record type, key): a coordinator writes the same few keys over and over (a member's
+metadata, target and current assignment at every rebalance), and encoding one costs more than looking it up.
+A memo of a pure function, not state; emptied when full."""
+_KEY_BYTES_MAX = 8192
+
+
+def _encode_key(record_type: int, fmt: RecordType, key: Any) -> bytes:
+    memo = (record_type, key)
+    try:
+        found = _KEY_BYTES.get(memo)
+    except TypeError:  # an unhashable key object: encoded each time
+        return P.I16.pack(record_type) + fmt.key.encode(fmt.key_to_wire(key), _KEY_STRUCT_VERSION)
+    if found is None:
+        found = P.I16.pack(record_type) + fmt.key.encode(fmt.key_to_wire(key), _KEY_STRUCT_VERSION)
+        if len(_KEY_BYTES) >= _KEY_BYTES_MAX:
+            _KEY_BYTES.clear()
+        _KEY_BYTES[memo] = found
+    return found
+
+
 def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     """The key and value bytes of ``record``, each prefixed by its int16 version; a tombstone has no value."""
     fmt = _REGISTRY.get(record.key_version)
     if fmt is None:
         raise LocalProtocolError(f"cannot encode a record of unknown type {record.key_version}")
-    key = P.I16.pack(record.key_version) + fmt.key.encode(fmt.key_to_wire(record.key), _KEY_STRUCT_VERSION)
+    key = _encode_key(record.key_version, fmt, record.key)
     if record.value is None:
         return key, None
     value = P.I16.pack(record.value_version) + fmt.value.encode(
