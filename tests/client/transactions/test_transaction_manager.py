@@ -157,9 +157,9 @@ def test_transaction_version_2_adds_partitions_and_groups_implicitly_and_bumps_t
     assert h.txn.poll(h.now).unsent_requests == ()
     offsets = Future()
     from groupstream.client.consumer.membership_api import GroupMetadata
-    from groupstream.client.producer.transactions import _Offsets
+    from groupstream.client.producer.txn_calls import TxnOffsets
 
-    h.txn.start("offsets", offsets, _Offsets({("in", 0): (5, -1, None)}, GroupMetadata("g", 3, "m"), offsets))
+    h.txn.start("offsets", offsets, TxnOffsets({("in", 0): (5, -1, None)}, GroupMetadata("g", 3, "m"), offsets))
     req = h.request()
     assert req.api.name == "FindCoordinator" and req.body_for(4).key_type == 0  # no AddOffsetsToTxn
     C = req.api.Response.Coordinator

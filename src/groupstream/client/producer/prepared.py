@@ -124,7 +124,7 @@ def prepare_transaction(producer: Producer, timeout: float | None = None) -> Pre
         )
     if txn.fatal_error is not None:
         raise txn.fatal_error
-    failed = txn._txn.error
+    failed = txn.open_txn.error
     if failed is not None or txn.state is not TxnState.IN_TRANSACTION:
         raise failed or TransactionStateError(
             f"prepare_transaction(): the transaction left IN_TRANSACTION ({txn.state.value}); abort it"
@@ -135,13 +135,13 @@ def prepare_transaction(producer: Producer, timeout: float | None = None) -> Pre
                 "produce() after prepare_transaction(): the prepared transaction takes no more records"
             )
         )
-    idem = txn._idem
+    idem = txn.idempotence
     return PreparedTransaction(
         txn.transactional_id,
         int(idem.producer_id),
         int(idem.producer_epoch),
-        tuple(sorted(txn._txn.added)),
-        bool(txn._txn.offsets_added),
+        tuple(sorted(txn.open_txn.added)),
+        bool(txn.open_txn.offsets_added),
     )
 
 

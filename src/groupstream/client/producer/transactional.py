@@ -19,7 +19,8 @@ from groupstream.client.producer.errors import (
     TransactionTimeoutError,
 )
 from groupstream.client.producer.lifecycle import Lifecycle
-from groupstream.client.producer.transactions import TransactionManager, _Offsets
+from groupstream.client.producer.transactions import TransactionManager
+from groupstream.client.producer.txn_calls import TxnOffsets
 from groupstream.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class TxnCall(CompletableEvent):
 
     __slots__ = ("kind", "offsets")
 
-    def __init__(self, kind: str, offsets: _Offsets | None = None) -> None:
+    def __init__(self, kind: str, offsets: TxnOffsets | None = None) -> None:
         super().__init__(None)
         self.kind = kind
         self.offsets = offsets
@@ -53,7 +54,7 @@ class TransactionalProducer(Lifecycle):
             f"{kind}: this producer has no transactional.id (set it to use transactions)"
         )
 
-    def _txn_call(self, kind: str, name: str, timeout: float | None, offsets: _Offsets | None = None) -> None:
+    def _txn_call(self, kind: str, name: str, timeout: float | None, offsets: TxnOffsets | None = None) -> None:
         if self._txn is None:
             raise TransactionStateError(
                 f"{name}(): this producer has no transactional.id (set it to use transactions)"
@@ -91,7 +92,7 @@ class TransactionalProducer(Lifecycle):
         the transaction commits (KIP-98). ``group_metadata`` is ``consumer.group_metadata()`` (or a group id),
         whose generation and member id let the group coordinator refuse a zombie (KIP-447)."""
         group = group_metadata if isinstance(group_metadata, GroupMetadata) else _group_of(group_metadata)
-        o = _Offsets(offsets_of(offsets), group, concurrent.futures.Future())
+        o = TxnOffsets(offsets_of(offsets), group, concurrent.futures.Future())
         if not o.offsets:
             return
         self._txn_call("offsets", "send_offsets_to_transaction", self._timeout(timeout), o)
