@@ -15,7 +15,7 @@ import subprocess
 import time
 
 import pytest
-from group_harness import Members, check_group, create_topic, ownership_intervals, unique, wait_for
+from group_harness import Member, Members, check_group, create_topic, ownership_intervals, unique, wait_for
 
 from groupstream.client.admin import Admin
 from support.brokers import BrokerFactory, BrokerKind, groupstream_command
@@ -142,3 +142,86 @@ def _worst_gap(members: Members, since: float, until: float) -> float:
             for a, b in itertools.pairwise(times):
                 worst = max(worst, b - a)
     return worst
+
+
+@pytest.mark.parametrize("replaced", ["confluent", "groupstream"])
+def test_a_classic_process_replacing_the_last_consumer_static_member_makes_the_group_classic(
+    broker_factory: BrokerFactory, members: Members, replaced: str
+) -> None:
+    broker = broker_factory(BrokerKind.GROUPSTREAM, settings={
+        "group.initial.rebalance.delay.ms": "0",
+        "group.consumer.session.timeout.ms": "20000",  # the stopped member's partitions wait for the new process
+        "group.consumer.heartbeat.interval.ms": str(int(HEARTBEAT_S * 1000)),
+    })  # fmt: skip
+    static_replacement(broker.bootstrap, members, consumer=CONSUMER if replaced == "confluent" else OURS)
+
+
+def static_replacement(
+    bs: str, members: Members, classic: dict[str, str] = CLASSIC, consumer: dict[str, str] = CONSUMER,
+    timeout: float = 60, describe_groups: bool = True,
+) -> None:  # fmt: skip
+    """Kafka's downgrade on a static member's replacement, on the broker at ``bs`` (ours here, Apache Kafka in
+    tests/apache): two ``classic`` static members and a ``consumer``-protocol static member (which converted
+    the group) consume a steady stream; that member stops (a static leave: its partitions wait for its
+    instance id) and a classic confluent-kafka process starts under its ``group.instance.id``. The group is a
+    classic group again at once, the new process gets the stopped member's partitions, and the others keep
+    theirs (no rebalance, as in Kafka); every record is consumed once, never by two owners at a time. While the
+    group mixes protocols, confluent-kafka's ``describe_consumer_groups`` (and with ``describe_groups``, ours
+    through DescribeGroups, which Kafka 4 does not answer for a consumer group) shows what each member owns."""
+    topic, group = unique("replace"), unique("g-replace")
+    create_topic(bs, topic, 6)
+    every = {(topic, p) for p in range(6)}
+    members.common.update(bootstrap=bs, group=group, topics=[topic], max_records=200, batch_delay_s=0)
+    feed = Feed(bs, topic, batch=60, pace_s=0.1)
+    feed.start()
+    try:
+        old = [members.start(f"C{i}", **classic, instance_id=f"i-C{i}") for i in range(2)]
+        members.wait_split(old, every, timeout=timeout)
+        n = members.start("N", **consumer, instance_id="i-N")
+        members.wait_split([*old, n], every, timeout=timeout)
+        assert _group_type(bs, group) == "consumer"
+
+        def stable() -> bool:
+            with Admin({"bootstrap.servers": bs}) as admin:
+                return admin.describe_consumer_groups([group])[group].state == "Stable"
+
+        wait_for(stable, timeout, "the consumer group to be Stable")
+        wait_for(lambda: _described_as_owned(bs, group, topic, [*old, n], describe_groups), timeout,
+                 "the admin clients to describe what the members own")  # fmt: skip
+        held = n.owned
+        n.close()
+        assert _group_type(bs, group) == "consumer"  # a static leave: still its instance id's, no downgrade yet
+        replacing = time.monotonic()
+        r = members.start("R", **classic, instance_id="i-N")
+        wait_for(lambda: r.owned == held, timeout, f"R to take {sorted(held)}")
+        members.wait_split([*old, r], every, timeout=timeout)
+        assert _group_type(bs, group) == "classic"
+        assert [c.revocations_after(replacing) for c in old] == [0, 0], members.describe()
+    finally:
+        feed.stop_event.set()
+        feed.join(30)
+    produced = _end_offsets(bs, topic, 6)
+    assert len(produced) == feed.produced
+    wait_for(lambda: {x for m in members.all for x in m.processed} >= produced, 60, "every record to be consumed")
+    for m in [*old, r]:
+        m.close()
+    check_group(members.all, produced)
+
+
+def _described_as_owned(bs: str, group: str, topic: str, live: list[Member], describe_groups: bool) -> bool:
+    """Whether confluent-kafka's ``describe_consumer_groups`` (ConsumerGroupDescribe) and, with
+    ``describe_groups``, our Admin's ``describe_groups`` (DescribeGroups: each classic member's own JoinGroup
+    metadata, decoded, and its assignment as its SyncGroup gets it) show every member owning what it says."""
+    from confluent_kafka.admin import AdminClient
+
+    owned = {m.name: m.owned for m in live}
+    client = AdminClient({"bootstrap.servers": bs})  # held: the future never completes once it is collected
+    theirs = client.describe_consumer_groups([group])[group].result(timeout=30)
+    if {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions} for m in theirs.members} != owned:
+        return False
+    if not describe_groups:
+        return True
+    with Admin({"bootstrap.servers": bs}) as admin:
+        ours = admin.describe_groups([group])[group]
+    assert all(m.subscription is not None and tuple(m.subscription.topics) == (topic,) for m in ours.members), ours
+    return {m.client_id: set(m.assigned_partitions) for m in ours.members} == owned
