@@ -6,13 +6,15 @@ test_group_migration.py, where the rolling upgrade runs with cooperative-sticky 
   user data, the sticky assignors' state): the first confluent-kafka ``group.protocol=consumer`` member of a
   cooperative-sticky confluent-kafka group fails fatally, and the group stays classic. Ours converts it.
 - With ``range`` classic members (no user data) Kafka runs the rolling upgrade and back, as ours does.
+- A classic process taking the last ``consumer``-protocol static member's place (its ``group.instance.id``)
+  makes the group classic again at once, without a rebalance, as ours does in a settled group.
 """
 
 from __future__ import annotations
 
 import pytest
 from group_harness import Members, create_topic, unique, wait_for
-from test_group_migration import CLASSIC, CONSUMER, _group_type, rolling_upgrade
+from test_group_migration import CLASSIC, CONSUMER, _group_type, rolling_upgrade, static_replacement
 
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 
@@ -41,3 +43,10 @@ def test_rolling_upgrade_of_range_members_on_apache_kafka(
     worst = rolling_upgrade(apache_node.bootstrap, members, split_timeout=90,
                             classic={"client": "confluent", "protocol": "classic", "strategy": "range"})  # fmt: skip
     print(f"\nworst gap of a partition under one owner during the migrations: {worst * 1000:.0f} ms")
+
+
+def test_a_classic_process_replacing_the_last_consumer_static_member_on_apache_kafka(
+    apache_node: ApacheKafkaCluster | ExternalKafkaCluster, members: Members
+) -> None:
+    static_replacement(apache_node.bootstrap, members, classic={**CLASSIC, "strategy": "range"}, timeout=90,
+                       describe_groups=False)  # fmt: skip
