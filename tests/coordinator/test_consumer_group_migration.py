@@ -624,3 +624,31 @@ def test_describe_groups_shows_a_classic_members_own_metadata_and_its_assignment
     assert bytes(by_id[d].member_assignment) == bytes(synced.assignment)  # as its SyncGroup got it (version 1)
     assert decode_subscription(bytes(by_id["c"].member_metadata)).topics == ("t",)  # a consumer member: its topics
     assert set(decode_assignment(bytes(by_id["c"].member_assignment)).partitions) == c.owned
+
+
+def test_a_consumer_process_taking_a_classic_static_members_instance_id_replaces_it_at_once() -> None:
+    # Kafka asks for a static leave first only between two consumer-protocol processes: a rolling upgrade of
+    # static members (the classic process stops without leaving) takes the place at once, in a classic group
+    # (converting it) and in a consumer group alike.
+    h = Harness(config=_config())
+    a, b = classic_group(h, "a", "b", instance_ids={"a": "ia", "b": "ib"})
+    kept = set(a.owned)
+    n = Member(h, "n", instance_id="ib")
+    assert n.join().error_code == E.NONE
+    g = consumer_group(h)
+    assert g.static_member("ib") is g.members["n"] and b.member_id not in g.members
+    assert n.owned == b.owned  # what the instance id held
+    assert b.beat() == E.FENCED_INSTANCE_ID  # the old process, were it still running
+    if a.beat() != E.NONE:  # the group's first partition metadata bumps its epoch, as in Kafka
+        a.rebalance()
+    assert a.owned == kept
+    m = Member(h, "m", instance_id="ia")
+    assert m.join().error_code == E.NONE
+    g = consumer_group(h)
+    assert g.static_member("ia") is g.members["m"] and a.member_id not in g.members and m.owned == a.owned
+    assert n.beat().error_code == E.NONE and m.beat().error_code == E.NONE
+    no_two_owners(n.owned, m.owned)
+    assert n.owned | m.owned == T4 and g.state.value == "Stable"
+    before = h.shard.durable_state()
+    h.restart()
+    assert h.shard.durable_state() == before

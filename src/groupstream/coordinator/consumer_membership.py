@@ -429,7 +429,11 @@ class ConsumerMembership:
             member = group.members.get(member_id)
             if epoch == 0:
                 if existing is not None and existing.member_id != member_id:
-                    if existing.epoch != STATIC_LEAVE_EPOCH and (classic is None or not classic.replaces_static):
+                    # Kafka asks for the instance id to be released (a static leave) only between two
+                    # `consumer`-protocol processes: across protocols (a rolling upgrade or rollback of static
+                    # members) the new process takes the place at once, the old one being fenced.
+                    released = existing.epoch == STATIC_LEAVE_EPOCH or existing.metadata.uses_classic_protocol
+                    if not released and (classic is None or not classic.replaces_static):
                         raise HeartbeatRefused(
                             E.UNRELEASED_INSTANCE_ID,
                             f"Static member {member_id} with instance id {instance_id} cannot join the group because "
