@@ -199,8 +199,10 @@ def _next(
     reported_epoch: int | None = None,
     held_elsewhere: Callable[[PartitionSet, str], list[Partition]] | None = None,
 ) -> MemberAssignment:
-    keep = member.assigned & target
-    revoke = member.assigned - target
+    if member.assigned:
+        keep, revoke = member.assigned & target, member.assigned - target
+    else:  # a member holding nothing (just joined, or fenced and back): nothing to keep or revoke
+        keep = revoke = NO_PARTITIONS
     if revoke and (owned is None or not revoke.isdisjoint(owned) or _still_acquiring(member, owned, reported_epoch)):
         # keep | revoke is exactly the member's assignment: no union of the two to build
         return MemberAssignment(member.member_id, member.epoch, member.previous_epoch,

@@ -237,8 +237,8 @@ _REGEX_VALUE = _value(
 
 
 def _tp_to_wire(t: Any, tps: tuple[TopicPartitions, ...]) -> list[Any]:
-    return [t.TopicPartitions(topic_id=x.topic_id, partitions=list(x.partitions),
-                              assignment_epochs=None if x.assignment_epochs is None else list(x.assignment_epochs))
+    # The tuples as they are: the encoder reads an array's length and items, whatever its sequence type.
+    return [t.TopicPartitions(topic_id=x.topic_id, partitions=x.partitions, assignment_epochs=x.assignment_epochs)
             for x in tps]  # fmt: skip
 
 
@@ -325,7 +325,7 @@ def _register() -> None:
         TARGET_MEMBER: RecordType(
             "ConsumerGroupTargetAssignmentMember", _MEMBER_KEY, _TARGET_MEMBER_VALUE, mk_to, mk_from,
             lambda v: _TARGET_MEMBER_VALUE.Type(topic_partitions=[
-                _TARGET_MEMBER_VALUE.Type.TopicPartition(topic_id=x.topic_id, partitions=list(x.partitions))
+                _TARGET_MEMBER_VALUE.Type.TopicPartition(topic_id=x.topic_id, partitions=x.partitions)
                 for x in v.partitions]),
             lambda m: TargetAssignmentMemberValue(tuple(TopicPartitions(x.topic_id, tuple(x.partitions))
                                                         for x in m.topic_partitions)),
