@@ -7,14 +7,22 @@ test_group_migration.py, where the rolling upgrade runs with cooperative-sticky 
   cooperative-sticky confluent-kafka group fails fatally, and the group stays classic. Ours converts it.
 - With ``range`` classic members (no user data) Kafka runs the rolling upgrade and back, as ours does.
 - A classic process taking the last ``consumer``-protocol static member's place (its ``group.instance.id``)
-  makes the group classic again at once, without a rebalance, as ours does in a settled group.
+  makes the group classic again at once, without a rebalance, as ours does in a settled group; and a
+  ``consumer``-protocol process taking a stopped classic static member's place converts the group at once.
 """
 
 from __future__ import annotations
 
 import pytest
 from group_harness import Members, create_topic, unique, wait_for
-from test_group_migration import CLASSIC, CONSUMER, _group_type, rolling_upgrade, static_replacement
+from test_group_migration import (
+    CLASSIC,
+    CONSUMER,
+    _group_type,
+    rolling_upgrade,
+    static_replacement,
+    static_upgrade,
+)
 
 from support.apache_kafka import ApacheKafkaCluster, ExternalKafkaCluster
 
@@ -50,3 +58,9 @@ def test_a_classic_process_replacing_the_last_consumer_static_member_on_apache_k
 ) -> None:
     static_replacement(apache_node.bootstrap, members, classic={**CLASSIC, "strategy": "range"}, timeout=90,
                        describe_groups=False)  # fmt: skip
+
+
+def test_a_consumer_process_taking_a_classic_static_members_place_on_apache_kafka(
+    apache_node: ApacheKafkaCluster | ExternalKafkaCluster, members: Members
+) -> None:
+    static_upgrade(apache_node.bootstrap, members, classic={**CLASSIC, "strategy": "range"}, timeout=90)

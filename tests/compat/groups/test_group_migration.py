@@ -231,16 +231,22 @@ def _described_as_owned(bs: str, group: str, topic: str, live: list[Member], des
 def test_a_consumer_process_taking_a_classic_static_members_place_upgrades_the_group_at_once(
     broker_factory: BrokerFactory, members: Members, new: str
 ) -> None:
-    """A rolling upgrade of static members: a classic static member (confluent-kafka, cooperative-sticky)
-    stops without leaving, and a ``consumer``-protocol process (confluent-kafka's or ours) starts under its
-    ``group.instance.id``. As in Kafka it takes the place at once (it used to be refused with
-    UNRELEASED_INSTANCE_ID, fatal to librdkafka): the group becomes a consumer group, the new process gets the
-    old one's partitions and the other member loses none; every record consumed once by one owner at a time."""
     broker = broker_factory(BrokerKind.GROUPSTREAM, settings={
         "group.initial.rebalance.delay.ms": "0",
         "group.consumer.heartbeat.interval.ms": str(int(HEARTBEAT_S * 1000)),
     })  # fmt: skip
-    bs = broker.bootstrap
+    static_upgrade(broker.bootstrap, members, consumer=CONSUMER if new == "confluent" else OURS)
+
+
+def static_upgrade(
+    bs: str, members: Members, classic: dict[str, str] = CLASSIC, consumer: dict[str, str] = CONSUMER,
+    timeout: float = 60,
+) -> None:  # fmt: skip
+    """A rolling upgrade of static members, on the broker at ``bs`` (ours here, Apache Kafka in tests/apache):
+    a ``classic`` static member stops without leaving, and a ``consumer``-protocol process starts under its
+    ``group.instance.id``. As in Kafka it takes the place at once (ours used to refuse it with
+    UNRELEASED_INSTANCE_ID, fatal to librdkafka): the group becomes a consumer group, the new process gets the
+    old one's partitions and the other member loses none; every record consumed once by one owner at a time."""
     topic, group = unique("upgrade-static"), unique("g-upgrade-static")
     create_topic(bs, topic, 6)
     every = {(topic, p) for p in range(6)}
@@ -249,14 +255,14 @@ def test_a_consumer_process_taking_a_classic_static_members_place_upgrades_the_g
     feed.start()
     try:
         # a 20 s session: the stopped process's place waits for the new one, not for a rebalance
-        old = [members.start(f"C{i}", **CLASSIC, instance_id=f"i-C{i}", session_timeout_ms=20_000) for i in range(2)]
-        members.wait_split(old, every, timeout=60)
+        old = [members.start(f"C{i}", **classic, instance_id=f"i-C{i}", session_timeout_ms=20_000) for i in range(2)]
+        members.wait_split(old, every, timeout=timeout)
         held = old[1].owned
         old[1].close()
         replacing = time.monotonic()
-        n = members.start("N", **(CONSUMER if new == "confluent" else OURS), instance_id="i-C1")
-        wait_for(lambda: n.owned == held, 60, f"N to take {sorted(held)}")
-        members.wait_split([old[0], n], every, timeout=60)
+        n = members.start("N", **consumer, instance_id="i-C1")
+        wait_for(lambda: n.owned == held, timeout, f"N to take {sorted(held)}")
+        members.wait_split([old[0], n], every, timeout=timeout)
         assert _group_type(bs, group) == "consumer"
         assert old[0].revocations_after(replacing) == 0, members.describe()
         assert not n.of("error"), n.of("error")
