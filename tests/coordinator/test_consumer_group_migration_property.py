@@ -4,7 +4,9 @@ timeouts fire) and the coordinator restarts. The group converts to a consumer gr
 joins a live classic group, and back when the last consumer client leaves or is fenced, many times over.
 
 Classic clients are eager (as the range assignor's): told to rejoin, they give up everything first; the one a
-classic JoinGroup names leader splits the partitions. Consumer clients are well-behaved KIP-848 clients.
+classic JoinGroup names leader splits the partitions. Consumer clients are well-behaved KIP-848 clients. One
+client is a static member (``group.instance.id``): a new process of it, of either protocol, takes its place
+(Kafka's static replacement across protocols, which may convert the group either way).
 Everything goes through the manual-clock harness and the records' bytes. After every step:
 
 (a) no partition is owned by two clients (what each believes it owns from the answers it saw; a client the
@@ -42,6 +44,7 @@ CONFIG = GroupCoordinatorConfig(
     consumer_heartbeat_interval_ms=1_000,
 )
 CLIENTS = (0, 1, 2, 3)
+STATIC = {3: "i3"}  # client -> its group.instance.id
 SESSION_MS, REBALANCE_MS = 8_000, 12_000
 
 
@@ -59,19 +62,24 @@ class Client:
     syncing: int | None = None  # a parked classic SyncGroup's token
     stable: bool = False  # classic: synced, heartbeating
 
+    @property
+    def instance_id(self) -> str | None:
+        return STATIC.get(self.cid)
+
 
 @dataclass
 class World:
     h: Harness
     clients: dict[int, Client] = field(default_factory=lambda: {c: Client(c) for c in CLIENTS})
     kinds: list[str] = field(default_factory=list)  # the group's kind each time it changed, with members
+    static_switches: int = 0  # the static client's new process spoke the other protocol
 
     # --- classic clients (eager) ---------------------------------------------------------------------------
 
     def classic_rejoin(self, c: Client) -> None:
         c.owned, c.stable, c.syncing = set(), False, None
         c.joining = self.h.join(c.member_id, session=SESSION_MS, rebalance=REBALANCE_MS, client_id=f"c{c.cid}",
-                                protocols=[("range", subscription("t"))])  # fmt: skip
+                                protocols=[("range", subscription("t"))], instance_id=c.instance_id)  # fmt: skip
         self.poll(c)
 
     def classic_joined(self, c: Client, answer: Any) -> None:
@@ -94,14 +102,14 @@ class World:
                     mine = tuple(p for p in sorted(EVERY) if p[1] % len(ids) == i)
                     split[mid] = encode_assignment(ConsumerAssignment(mine))
             c.syncing = self.h.sync(c.member_id, c.epoch, split, version=5, protocol_type="consumer",
-                                    protocol_name="range")  # fmt: skip
+                                    protocol_name="range", instance_id=c.instance_id)  # fmt: skip
             self.poll(c)
 
     def classic_synced(self, c: Client, answer: Any) -> None:
         code = E(answer.error_code)
         if code == E.NONE:
             c.owned, c.stable = set(decode_assignment(answer.assignment).partitions), True
-        elif code == E.UNKNOWN_MEMBER_ID:
+        elif code in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
             c.member_id = ""
             self.classic_rejoin(c)
         else:
@@ -120,11 +128,11 @@ class World:
     def classic_beat(self, c: Client) -> None:
         if not c.stable:
             return
-        code = self.h.heartbeat(c.member_id, c.epoch)
+        code = self.h.heartbeat(c.member_id, c.epoch, instance_id=c.instance_id)
         if code in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION):
             self.classic_rejoin(c)
         elif code != E.NONE:
-            assert code == E.UNKNOWN_MEMBER_ID, code
+            assert code in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID), code
             c.member_id = ""
             self.classic_rejoin(c)
 
@@ -134,15 +142,17 @@ class World:
         if join or c.epoch == 0:  # not in the group yet (a join refused while the group could not convert)
             c.owned, c.epoch = set(), 0
             answer = heartbeat(self.h, c.member_id, 0, topics=("t",), owned=set(), rebalance_timeout_ms=REBALANCE_MS,
-                               client_id=f"c{c.cid}")  # fmt: skip
+                               client_id=f"c{c.cid}", instance_id=c.instance_id)  # fmt: skip
         else:
-            answer = heartbeat(self.h, c.member_id, c.epoch, owned=set(c.owned))
+            answer = heartbeat(self.h, c.member_id, c.epoch, owned=set(c.owned), instance_id=c.instance_id)
         if answer.error_code == E.NONE:
             c.epoch = answer.member_epoch
             if answer.assignment is not None:
                 c.owned = names(self.h, answer.assignment)
             return
-        assert answer.error_code in (E.UNKNOWN_MEMBER_ID, E.FENCED_MEMBER_EPOCH, E.GROUP_ID_NOT_FOUND), answer
+        # a static client's new process may wait for its old one (of the same protocol) to be released
+        assert answer.error_code in (E.UNKNOWN_MEMBER_ID, E.FENCED_MEMBER_EPOCH, E.GROUP_ID_NOT_FOUND,
+                                     E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID), answer  # fmt: skip
         joined = c.epoch == 0
         c.owned, c.epoch = set(), 0
         if not join and not joined:
@@ -153,6 +163,8 @@ class World:
     def start(self, c: Client, kind: str) -> None:
         if c.running:
             return
+        if c.instance_id is not None and c.incarnation and c.kind != kind:
+            self.static_switches += 1
         c.running, c.silent, c.kind = True, False, kind
         c.incarnation += 1
         c.owned, c.joining, c.syncing, c.stable = set(), None, None, False
@@ -176,9 +188,9 @@ class World:
         if not c.running:
             return
         if c.kind == "consumer":
-            heartbeat(self.h, c.member_id, -1)
+            heartbeat(self.h, c.member_id, -1, instance_id=c.instance_id)
         elif c.member_id:
-            self.h.leave((c.member_id, None))
+            self.h.leave((c.member_id, c.instance_id))
         self.stop(c)
 
     def stop(self, c: Client) -> None:
@@ -230,6 +242,8 @@ step = st.one_of(
     st.tuples(st.just("leave"), client_ids),
     st.tuples(st.just("crash"), client_ids),
     st.tuples(st.just("roll-back")),  # every consumer client leaves (the end of a rollback)
+    st.tuples(st.just("switch")),  # the static client's process is replaced by one of the other protocol
+    st.tuples(st.just("switch")),
     st.tuples(st.just("silent"), client_ids),
     st.tuples(st.just("advance"), st.sampled_from([1_000, 3_000, 9_000, 13_000])),
     st.tuples(st.just("restart")),
@@ -252,6 +266,10 @@ def _run(w: World, s: tuple[Any, ...]) -> None:
             if c.kind == "consumer":
                 w.leave(c)
                 w.notice()
+    elif kind == "switch":
+        c = w.clients[next(iter(STATIC))]
+        w.stop(c)
+        w.start(c, "classic" if c.kind == "consumer" else "consumer")
     elif kind == "crash":
         w.stop(w.clients[s[1]])
     elif kind == "silent":
@@ -279,6 +297,7 @@ def test_migrations_under_churn_keep_one_owner_per_partition_and_converge(script
     downgrades = sum(1 for a, b in zip(w.kinds, w.kinds[1:], strict=False) if (a, b) == ("consumer", "classic"))
     event(f"live upgrades: {min(upgrades, 2)}{'+' if upgrades > 2 else ''}")
     event(f"live downgrades: {min(downgrades, 2)}{'+' if downgrades > 2 else ''}")
+    event(f"static process switched protocol: {min(w.static_switches, 2)}{'+' if w.static_switches > 2 else ''}")
     # The churn stops: every running client heartbeats every second (a silent one speaks again).
     for c in w.clients.values():
         c.silent = False
