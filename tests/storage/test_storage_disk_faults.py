@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from storagekit import read_all, segment_files, sized_batch
 
-from groupstream.storage import LogConfig, PartitionLog
-from groupstream.storage import log as log_module
+from groupstream.storage import LogConfig, PartitionLog, log_flush
 from groupstream.storage.catalog import Catalog
 from groupstream.storage.errors import LogOfflineError, LogWriteError
 from support.disk import SmallDisk, small_disk
@@ -181,7 +180,7 @@ def test_a_failed_fsync_takes_the_partition_offline(tmp_path: Path, monkeypatch:
     def eio(fd: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(log_module, "datasync", eio)
+    monkeypatch.setattr(log_flush, "datasync", eio)
     with pytest.raises(LogOfflineError, match="offline after a failed flush"):
         plog.flush()
     monkeypatch.undo()  # the disk "works" again: a retried fsync would now succeed, and must not be trusted

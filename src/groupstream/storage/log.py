@@ -1,11 +1,15 @@
 """``PartitionLog``: the segmented log of one topic partition.
 
 Threading contract: one owner thread appends, reads, rolls, retains, truncates and closes; ``flush`` may
-run on another thread at the same time. ``_lock`` guards only the segment list, the end offset and the
-flush bookkeeping, and is held for microseconds (never across I/O that the owner would wait on). A flush
-``dup``s the fds it needs under that lock and fsyncs the duplicates without it, so a segment deleted by
-retention meanwhile is harmless. ``_flush_lock`` serialises flushes with the rare operations that rewrite
-files under them (truncate, close, delete); appends never take it.
+run on another thread at the same time. The log's state (`log_state.LogState`) has two locks: ``lock`` guards
+only the segment list, the end offset and the flush bookkeeping, and is held for microseconds (never across
+I/O that the owner would wait on). A flush ``dup``s the fds it needs under that lock and fsyncs the duplicates
+without it, so a segment deleted by retention meanwhile is harmless. ``flush_lock`` serialises flushes with the
+rare operations that rewrite files under them (truncate, close, delete); appends never take it.
+
+This module appends, rolls, reads, opens and closes; the flush is `log_flush.LogFlusher`'s, and retention,
+DeleteRecords, the compaction swap and truncation are `log_maintenance.LogMaintenance`'s, both working on the
+same `LogState`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import contextlib
 import logging
 import os
 import shutil
-import threading
 import time
 from bisect import bisect_right
 from pathlib import Path
@@ -41,7 +44,6 @@ from groupstream.storage.config import INT32_MAX, LogConfig, TimestampType
 from groupstream.storage.errors import (
     CorruptBatchError,
     CorruptRangeError,
-    LogClosedError,
     LogOfflineError,
     LogWriteError,
     OffsetOutOfRange,
@@ -49,15 +51,13 @@ from groupstream.storage.errors import (
     StaleMarkerError,
 )
 from groupstream.storage.file_range import FileRange
-from groupstream.storage.fileio import datasync, fsync_directory
+from groupstream.storage.fileio import fsync_directory
 from groupstream.storage.holes import Hole
+from groupstream.storage.log_flush import LogFlusher
+from groupstream.storage.log_maintenance import LogMaintenance
 from groupstream.storage.log_results import AppendInfo, ReadResult, SendRead, stamp_log_append_time
-from groupstream.storage.log_transactions import (
-    TxnReplay,
-    note_marker,
-    restore_transaction_state,
-    segment_end,
-)
+from groupstream.storage.log_state import LogState
+from groupstream.storage.log_transactions import TxnReplay, note_marker, restore_transaction_state
 from groupstream.storage.producer_state import (
     Accept,
     Duplicate,
@@ -72,14 +72,9 @@ from groupstream.storage.producer_state import (
 )
 from groupstream.storage.recovery import RecoveryReport, load_segments
 from groupstream.storage.segment import BatchPlacement, Segment
-from groupstream.storage.swap import commit_cleaned, finish_interrupted_swaps, install_swap
+from groupstream.storage.swap import finish_interrupted_swaps
 from groupstream.storage.timestamp_lookup import first_at_or_after, largest_timestamp
-from groupstream.storage.txn_index import (
-    AbortedTxn,
-    AbortedTxnIndex,
-    append_entry,
-    write_entries,
-)
+from groupstream.storage.txn_index import AbortedTxn, AbortedTxnIndex
 
 log = logging.getLogger("groupstream.storage")
 
@@ -101,25 +96,24 @@ class PartitionLog:
         aborted: AbortedTxnIndex | None = None,
     ) -> None:
         self.directory = directory
-        self.config = config
         self.recovery_report = report
         self.producer_state = producer_state
         self._ongoing = producer_state.ongoing_transactions  # the same mapping for the log's lifetime
         self.aborted_index = aborted if aborted is not None else AbortedTxnIndex()
-        self._txn_files_dirty: set[int] = set()  # segments whose .txnindex was written since the last sync
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._log_start = log_start
-        self._log_end = segments[-1].next_offset
-        self._flushed_offset = flushed_offset
-        self._checkpointed_recovery_point = recovery_point
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._dir_gen = 1 if report.changed_directory else 0
-        self._dir_flushed_gen = 0
-        self._truncation_gen = 0
-        self._closed = False
-        self._offline: str | None = None
+        self._state = state = LogState(
+            directory=directory,
+            config=config,
+            segments=segments,
+            log_start=log_start,
+            log_end=segments[-1].next_offset,
+            flushed_offset=flushed_offset,
+            checkpointed_recovery_point=recovery_point,
+            producer_state=producer_state,
+            aborted_index=self.aborted_index,
+            dir_gen=1 if report.changed_directory else 0,
+        )
+        self._flusher = LogFlusher(state)
+        self._maintenance = LogMaintenance(state)
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str], config: LogConfig, now_ms: int | None = None) -> PartitionLog:
@@ -159,15 +153,16 @@ class PartitionLog:
         if not segments[-1].is_empty and now_ms is not None:
             segments[-1].rolling_base_ms = now_ms
         opened = cls(path, config, segments, log_start, flushed, min(recovery_point, log_end), report, state, aborted)
-        opened._txn_files_dirty |= txn_files_written
+        opened._state.txn_files_dirty |= txn_files_written
         opened._log_recovery(time.monotonic() - began)
         return opened
 
     def _write_producer_snapshot(self) -> None:
         """At a clean close, so the next open need not scan every segment for the producer state. Only an
         optimisation: a disk that refuses it costs that scan, never the clean-shutdown marker."""
+        st = self._state
         try:
-            write_snapshot(self.directory, self.producer_state, self._log_end, self._sync_txn_files())
+            write_snapshot(self.directory, self.producer_state, st.log_end, st.sync_txn_files())
         except OSError as exc:
             log.warning("%s: cannot write the producer-state snapshot (%s); the next open scans the log for it",
                         self.name, exc.strerror or exc)  # fmt: skip
@@ -183,15 +178,24 @@ class PartitionLog:
             self.name,
             seconds * 1000,
             " clean" if report.clean_shutdown else "n unclean",
-            len(self._segments),
+            len(self._state.segments),
             len(report.trusted_segments),
             len(report.validated_segments),
-            self._log_start,
-            self._log_end,
+            self._state.log_start,
+            self._state.log_end,
             report.producer_state,
         )
 
     # -- state ------------------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        """The topic's configuration; replaced when it changes, read afresh by each operation."""
+        return self._state.config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._state.config = config
 
     @property
     def name(self) -> str:
@@ -209,28 +213,28 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start
+        return self._state.log_start
 
     @property
     def log_end_offset(self) -> int:
-        return self._log_end
+        return self._state.log_end
 
     @property
     def high_watermark(self) -> int:
         """On a single node every appended batch is committed: the high watermark is the log end."""
-        return self._log_end
+        return self._state.log_end
 
     @property
     def last_stable_offset(self) -> int:
         """The LSO: no transaction is undecided below it (the first offset of the oldest open transaction,
         or the high watermark when none is open). read_committed fetches stop here."""
         if not self._ongoing:  # the fetch fast path: no transaction open
-            return self._log_end
+            return self._state.log_end
         first = self.producer_state.first_unstable_offset()
-        hw = self._log_end
+        hw = self._state.log_end
         if first is None or first > hw:
             return hw
-        return max(first, self._log_start)  # as Kafka: never below the log start (DeleteRecords may pass it)
+        return max(first, self._state.log_start)  # as Kafka: never below the log start (DeleteRecords may pass it)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed fetch of ``[fetch_offset, upper_bound_offset)`` must
@@ -241,56 +245,51 @@ class PartitionLog:
     def flushed_offset(self) -> int:
         """Every offset below this is on disk (fsynced); ``acks=all`` under ``flush.policy=always`` waits
         for it to pass the batch."""
-        return self._flushed_offset
+        return self._state.flushed_offset
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in self._state.segments)
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._state.closed
 
     def segment_base_offsets(self) -> list[int]:
-        return list(self._bases)
+        return list(self._state.bases)
 
     def unreadable_ranges(self) -> list[tuple[int, int, int]]:
         """``(first, last, next readable)`` offsets of every damaged range known so far (recovery finds some;
         reads of segments a clean open trusted may find more)."""
-        holes: list[Hole] = [h for seg in self._segments for h in seg.holes if h.loses_offsets]
+        holes: list[Hole] = [h for seg in self._state.segments for h in seg.holes if h.loses_offsets]
         return [(h.first_offset, h.last_offset, h.next_offset) for h in holes]
 
     @property
     def segments(self) -> tuple[Segment, ...]:
         """The segments in offset order, the active one last (owner thread: the cleaner plans from it)."""
-        return tuple(self._segments)
+        return tuple(self._state.segments)
 
     @property
     def truncation_generation(self) -> int:
         """Changes whenever ``truncate_to`` removes data, so work planned before it can be abandoned."""
-        return self._truncation_gen
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogClosedError(f"partition log {self.directory} is closed")
-        if self._offline is not None:
-            raise LogOfflineError(self._offline)
+        return self._state.truncation_gen
 
     @property
     def offline(self) -> str | None:
         """Why the partition is offline (a failed fsync), or None while it serves."""
-        return self._offline
+        return self._state.offline
 
     # -- append -----------------------------------------------------------------------------------------
 
     def append(self, batches: bytearray, now_ms: int) -> AppendInfo:
         """Append already-validated v2 batches: offsets are patched into ``batches`` in place and the
         bytes written to the active segment in one write. The caller's buffer is what was stored."""
-        self._check_open()
-        config = self.config
+        st = self._state
+        st.check_open()
+        config = st.config
         log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
         max_message = config.max_message_bytes
-        base_offset = next_offset = self._log_end
+        base_offset = next_offset = st.log_end
         placements: list[BatchPlacement] = []
         txn_starts: list[tuple[int, int]] = []
         try:
@@ -320,16 +319,15 @@ class PartitionLog:
         last_offset = next_offset - 1
         if last_offset - base_offset > INT32_MAX:
             raise RecordTooLargeError("append spans more offsets than one segment can index")
-        active = self._segments[-1]
+        active = st.segments[-1]
         if self._should_roll(active, total, last_offset, now_ms):
             active = self._roll(now_ms)
         active.append(batches, placements, now_ms)
-        with self._lock:
-            self._log_end = next_offset
+        with st.lock:
+            st.log_end = next_offset
         for producer_id, first in txn_starts:  # a transactional batch in the log opens its transaction
             self.producer_state.update_txn(producer_id, first)
-        return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, self._log_start, total)
-
+        return AppendInfo(base_offset, last_offset, now_ms if log_append else NO_TIMESTAMP, st.log_start, total)
     def append_checked(
         self, batches: bytearray, now_ms: int
     ) -> AppendInfo | Duplicate | OutOfOrder | InvalidEpoch | UnknownProducer:
@@ -355,7 +353,7 @@ class PartitionLog:
         does); an aborted one is indexed. A marker of an older producer epoch than the partition has seen,
         or from an older coordinator epoch than the producer's last marker, raises `StaleMarkerError` and
         writes nothing; a newer producer epoch fences the older one."""
-        self._check_open()
+        self._state.check_open()
         state = self.producer_state
         verdict = state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         if isinstance(verdict, InvalidEpoch):
@@ -377,20 +375,13 @@ class PartitionLog:
         entry = note_marker(state, self.aborted_index, producer_id, producer_epoch, coordinator_epoch, commit,
                             info.base_offset, stamp)  # fmt: skip
         if entry is not None:
-            seg = self._segments[-1]
-            try:
-                append_entry(seg.txn_index_path, entry)
-                self._txn_files_dirty.add(seg.base_offset)
-            except OSError as exc:  # the log holds the marker: the next open rebuilds the file from it
-                log.warning("%s: cannot append to %s (%s); the next start rebuilds it", self.name,
-                            seg.txn_index_path.name, exc.strerror or exc)  # fmt: skip
-                self._txn_files_dirty.add(-1)
+            self._state.append_aborted(self._state.segments[-1], entry)
         return info
 
     def _should_roll(self, active: Segment, size: int, last_offset: int, now_ms: int) -> bool:
         if active.size == 0:
             return False
-        config = self.config
+        config = self._state.config
         rolling_base = active.rolling_base_ms
         return (
             active.size + size > config.segment_bytes
@@ -403,22 +394,20 @@ class PartitionLog:
         """Seal the active segment and start a new one at the log end. Nothing is fsynced here: the
         sealed segment stays dirty until the next ``flush``. The new files are created before anything
         changes, so a disk that refuses them leaves the active segment as it was."""
-        new = Segment.create(self.directory, self._log_end, self.config)
+        st = self._state
+        new = Segment.create(self.directory, st.log_end, st.config)
         try:
-            self._segments[-1].seal()
+            st.segments[-1].seal()
         except LogWriteError:
             new.delete_files()
             raise
-        with self._lock:
-            self._segments.append(new)
-            self._bases.append(new.base_offset)
-            self._dir_gen += 1
+        st.insert_segment(len(st.segments), new)
         return new
 
     def roll(self, now_ms: int) -> None:
         """Force a new segment (if the active one holds anything)."""
-        self._check_open()
-        if not self._segments[-1].is_empty:
+        self._state.check_open()
+        if not self._state.segments[-1].is_empty:
             self._roll(now_ms)
 
     # -- read -------------------------------------------------------------------------------------------
@@ -438,7 +427,7 @@ class PartitionLog:
         """
         records, next_offset = self._read(fetch_offset, max_bytes, min_one_batch, max_offset, 0)
         assert not isinstance(records, FileRange)
-        return ReadResult(records, next_offset, self._log_end, self._log_start)
+        return ReadResult(records, next_offset, self._state.log_end, self._state.log_start)
 
     def read_for_send(
         self, fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None, zero_copy_from: int
@@ -454,15 +443,16 @@ class PartitionLog:
         self, fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None, zero_copy_from: int
     ) -> tuple[bytes | FileRange, int]:
         """(records, offset after them) for `read`; a `FileRange` only when ``zero_copy_from`` > 0."""
-        self._check_open()
-        start, end = self._log_start, self._log_end
+        st = self._state
+        st.check_open()
+        start, end = st.log_start, st.log_end
         if fetch_offset < start or fetch_offset > end:
             raise OffsetOutOfRange(fetch_offset, start, end)
         upper = end if max_offset is None else min(max_offset, end)
         if fetch_offset >= upper:
             return b"", fetch_offset
-        segments = self._segments
-        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        segments = st.segments
+        i = max(bisect_right(st.bases, fetch_offset) - 1, 0)
         found = None
         while i < len(segments):
             seg = segments[i]
@@ -502,294 +492,80 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or above the log start whose timestamp is at least
         ``timestamp``, as Kafka answers ListOffsets (see `timestamp_lookup.first_at_or_after`)."""
-        self._check_open()
-        return first_at_or_after(self._segments, self._log_start, timestamp)
+        self._state.check_open()
+        return first_at_or_after(self._state.segments, self._state.log_start, timestamp)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """ListOffsets MAX_TIMESTAMP (see `timestamp_lookup.largest_timestamp`)."""
-        self._check_open()
-        return largest_timestamp(self._segments, self._log_start)
+        self._state.check_open()
+        return largest_timestamp(self._state.segments, self._state.log_start)
 
-    # -- retention ---------------------------------------------------------------------------------------
-
-    def _delete_oldest_segment(self) -> int:
-        seg = self._segments[0]
-        with self._lock:
-            del self._segments[0]
-            del self._bases[0]
-            seg.deleted = True
-            self._dir_gen += 1
-        seg.delete_files()
-        return seg.base_offset
-
-    def _advance_start_to_first_segment(self) -> None:
-        first = self._segments[0].base_offset
-        if first > self._log_start:
-            self._log_start = first
-        self.producer_state.truncate_head(self._log_start)
-        self.aborted_index.drop_before(first)
-
-    def _delete_segments_below_start(self) -> list[int]:
-        deleted: list[int] = []
-        while len(self._segments) > 1 and self._bases[1] <= self._log_start:
-            deleted.append(self._delete_oldest_segment())
-        return deleted
+    # -- retention, DeleteRecords, compaction, truncation (see ``log_maintenance``) ------------------------
 
     def enforce_retention(self, now_ms: int) -> list[int]:
         """Delete whole old segments (never the active one) by ``retention.ms`` (a segment's largest
         timestamp) and ``retention.bytes``, and those wholly below the log start; returns their base
         offsets. The log start offset moves to the first remaining segment."""
-        self._check_open()
-        config = self.config
-        deleted: list[int] = []
-        if config.deletes and config.retention_ms >= 0:
-            while len(self._segments) > 1 and now_ms - self._segments[0].largest_timestamp() > config.retention_ms:
-                deleted.append(self._delete_oldest_segment())
-        if config.deletes and config.retention_bytes >= 0:
-            excess = self.size_bytes - config.retention_bytes
-            while len(self._segments) > 1 and excess - self._segments[0].size >= 0:
-                excess -= self._segments[0].size
-                deleted.append(self._delete_oldest_segment())
-        deleted.extend(self._delete_segments_below_start())
-        if deleted:
-            self._advance_start_to_first_segment()
-        return deleted
+        return self._maintenance.enforce_retention(now_ms)
 
     def delete_records(self, before_offset: int) -> int:
         """DeleteRecords: move the log start to ``before_offset`` (persisted before returning); bytes go
         only once a whole segment is below it. Returns the new log start offset (the low watermark)."""
-        self._check_open()
-        if before_offset < 0 or before_offset > self._log_end:
-            raise OffsetOutOfRange(before_offset, self._log_start, self._log_end)
-        if before_offset <= self._log_start:
-            return self._log_start
-        try:
-            write_offset(self.directory, LOG_START_OFFSET_FILE, before_offset)
-        except OSError as exc:
-            raise LogWriteError(f"cannot record the new log start of {self.name}: {exc.strerror or exc}") from exc
-        self._log_start = before_offset
-        self._delete_segments_below_start()
-        self._advance_start_to_first_segment()
-        return self._log_start
-
-    # -- compaction ----------------------------------------------------------------------------------------
+        return self._maintenance.delete_records(before_offset)
 
     def holds(self, segments: list[Segment]) -> bool:
         """Whether ``segments`` are still consecutive sealed segments of this log."""
-        if not segments or self._closed:
-            return False
-        try:
-            i = self._segments.index(segments[0])
-        except ValueError:
-            return False
-        return i + len(segments) < len(self._segments) and self._segments[i : i + len(segments)] == segments
+        return self._maintenance.holds(segments)
 
     def replace_segments(self, old: list[Segment], cleaned: Path) -> Segment:
-        """Swap the fsynced rewrite ``cleaned`` (``<base>.log.cleaned``, base = ``old[0]``'s) in for the
-        consecutive sealed segments ``old``, crash-safely (see `groupstream.storage.swap`). Offsets are the
-        rewrite's business: it must cover exactly ``old``'s range."""
-        self._check_open()
-        if not self.holds(old):
-            raise ValueError("the segments to replace are not consecutive sealed segments of this log")
-        swap = commit_cleaned(cleaned)
-        i = self._segments.index(old[0])
-        with self._lock:
-            del self._segments[i : i + len(old)]
-            del self._bases[i : i + len(old)]
-            for seg in old:
-                seg.deleted = True
-            self._dir_gen += 1
-        for seg in old[1:]:
-            seg.delete_files()
-        old[0].close()
-        install_swap(swap)
-        new = Segment.open_existing(self.directory, old[0].base_offset, self.config)
-        new.rebuild(validate_crc=False, min_offset=new.base_offset)
-        new.finish_rebuild(seal=True)
-        new.write_gen += 1  # durable already; the flusher's pass also covers the rewritten indexes
-        with self._lock:
-            self._segments.insert(i, new)
-            self._bases.insert(i, new.base_offset)
-            self._dir_gen += 1
-        self._rewrite_txn_file(i)  # the merged segments' aborted transactions, in one file
-        return new
-
-    # -- flush -------------------------------------------------------------------------------------------
-
-    def flush(self) -> int:
-        """fsync every dirty segment file and index (and the directory, after creations or deletions);
-        returns the new ``flushed_offset``. Safe to call from another thread while the owner appends."""
-        with self._flush_lock:
-            if self._closed:
-                return self._flushed_offset
-            if self._offline is not None:
-                raise LogOfflineError(self._offline)
-            self._flush_holding_flush_lock()
-            return self._flushed_offset
-
-    def _flush_holding_flush_lock(self) -> None:
-        with self._lock:
-            target = self._log_end
-            truncations = self._truncation_gen
-            work = [(seg, seg.write_gen) for seg in self._segments if seg.dirty]
-            fds: list[int] = []
-            try:
-                for seg, _ in work:
-                    fds.extend(seg.dup_fds())
-            except OSError as exc:  # out of descriptors: nothing was synced, nothing is lost; retry later
-                for fd in fds:
-                    os.close(fd)
-                raise LogWriteError(f"cannot flush {self.name}: {exc.strerror or exc}") from exc
-            dir_gen = self._dir_gen
-        try:
-            for fd in fds:
-                datasync(fd)
-            if dir_gen != self._dir_flushed_gen:
-                fsync_directory(self.directory)
-        except OSError as exc:
-            self._take_offline(f"fsync failed: {exc.strerror or exc}")
-            raise LogOfflineError(self._offline or "") from exc
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            for seg, gen in work:
-                if gen > seg.flushed_gen:
-                    seg.flushed_gen = gen
-            self._dir_flushed_gen = max(self._dir_flushed_gen, dir_gen)
-            if truncations == self._truncation_gen and target > self._flushed_offset:
-                self._flushed_offset = target
-            active = self._segments[-1]
-            for seg, _ in work:
-                if seg is not active and not seg.deleted and not seg.dirty:
-                    seg.close_index_files()
-            flushed = self._flushed_offset
-            crossed = bisect_right(self._bases, flushed) > bisect_right(self._bases, self._checkpointed_recovery_point)
-        # Recovery works segment by segment, so the checkpoint only needs rewriting when the flushed
-        # offset enters a new segment; that keeps a flush at one fsync per dirty file.
-        if crossed:
-            try:
-                self._write_recovery_point(flushed)
-            except OSError as exc:  # only an optimisation: the next open validates from the older point
-                log.warning("%s: cannot write the recovery point %d (%s); keeping %d", self.name, flushed,
-                            exc.strerror or exc, self._checkpointed_recovery_point)
-
-    def _take_offline(self, reason: str) -> None:
-        with self._lock:
-            if self._offline is None:
-                self._offline = f"partition {self.name} is offline after a failed flush ({reason}); restart the broker to recover it"
-        log.error("%s", self._offline)
-
-    def _write_recovery_point(self, offset: int) -> None:
-        write_offset(self.directory, RECOVERY_POINT_FILE, offset)
-        self._checkpointed_recovery_point = offset
-
-    # -- truncation and lifetime -------------------------------------------------------------------------
+        """Swap the fsynced rewrite ``cleaned`` in for the consecutive sealed segments ``old``, crash-safely
+        (see `LogMaintenance.replace_segments`)."""
+        return self._maintenance.replace_segments(old, cleaned)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every offset at or after ``offset`` (a batch containing it goes whole, so the log end may
         land below ``offset``). Producer state is rebuilt from what remains."""
-        with self._flush_lock:
-            self._check_open()
-            if offset < self._log_start:
-                raise OffsetOutOfRange(offset, self._log_start, self._log_end)
-            if offset >= self._log_end:
-                return
-            i = bisect_right(self._bases, offset) - 1
-            doomed = self._segments[i + 1 :]
-            with self._lock:
-                del self._segments[i + 1 :]
-                del self._bases[i + 1 :]
-                for seg in doomed:
-                    seg.deleted = True
-                self._dir_gen += 1
-                self._truncation_gen += 1
-            for seg in doomed:
-                seg.delete_files()
-            seg = self._segments[i]
-            seg.truncate_to(offset)
-            if seg.is_empty:
-                seg.rolling_base_ms = None
-            with self._lock:
-                self._log_end = seg.next_offset
-                self._flushed_offset = min(self._flushed_offset, self._log_end)
-            if self._log_start > self._log_end:
-                self._log_start = self._log_end
-                write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
-            if self._checkpointed_recovery_point > self._log_end:
-                self._write_recovery_point(self._log_end)
-            self._rebuild_producer_state()
+        self._maintenance.truncate_to(offset)
 
-    def _rebuild_producer_state(self) -> None:
-        """After a truncation: producer state and aborted-transaction index from what remains (the last
-        segment's .txnindex is rewritten; later segments' went with them)."""
-        state = self.producer_state
-        state.clear()
-        self.aborted_index.clear()
-        replay = TxnReplay(state, self.aborted_index)
-        for seg in self._segments:
-            for pos, h in seg.iter_batches():
-                replay(seg.log_fd, pos, h)
-        state.truncate_head(self._log_start)
-        self._rewrite_txn_file(len(self._segments) - 1)
+    # -- flush (see ``log_flush``) and lifetime ----------------------------------------------------------
 
-    def _rewrite_txn_file(self, i: int) -> None:
-        seg = self._segments[i]
-        try:
-            write_entries(seg.txn_index_path, self.aborted_index.in_range(seg.base_offset, segment_end(self._segments, i)))
-            self._txn_files_dirty.add(seg.base_offset)
-        except OSError as exc:
-            log.warning("%s: cannot rewrite %s (%s); the next start rebuilds it", self.name, seg.txn_index_path.name,
-                        exc.strerror or exc)  # fmt: skip
-            self._txn_files_dirty.add(-1)
-
-    def _sync_txn_files(self) -> int:
-        """At a clean close: fsync the .txnindex files written since the open; returns the entry count the
-        snapshot records (-1, so the next open rebuilds them, when one could not be written or synced)."""
-        if -1 in self._txn_files_dirty:
-            return -1
-        for seg in self._segments:
-            if seg.base_offset in self._txn_files_dirty and seg.txn_index_path.exists():
-                try:
-                    fd = os.open(seg.txn_index_path, os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                except OSError:
-                    return -1
-        return len(self.aborted_index)
+    def flush(self) -> int:
+        """fsync every dirty segment file and index (and the directory, after creations or deletions);
+        returns the new ``flushed_offset``. Safe to call from another thread while the owner appends."""
+        return self._flusher.flush()
 
     def close(self) -> None:
         """Flush, checkpoint and mark the shutdown clean, so the next open skips CRC validation. When the
         disk refuses any of it (or the partition is offline) the log is closed without the clean marker:
         the next open then recovers from the last recovery point that was written."""
-        with self._flush_lock:
-            if self._closed:
+        st = self._state
+        with st.flush_lock:
+            if st.closed:
                 return
             try:
-                if self._offline is not None:
-                    raise LogOfflineError(self._offline)
-                self._segments[-1].cut_torn_tail()
-                self._flush_holding_flush_lock()
-                self._write_recovery_point(self._log_end)
-                write_offset(self.directory, LOG_START_OFFSET_FILE, self._log_start)
+                if st.offline is not None:
+                    raise LogOfflineError(st.offline)
+                st.segments[-1].cut_torn_tail()
+                self._flusher.flush_holding_flush_lock()
+                st.write_recovery_point(st.log_end)
+                write_offset(self.directory, LOG_START_OFFSET_FILE, st.log_start)
                 self._write_producer_snapshot()
                 write_clean_marker(self.directory)
             except (OSError, LogWriteError) as exc:
                 log.warning("%s closed without a clean-shutdown mark (%s): the next start recovers it", self.name,
                             exc)
             finally:
-                with self._lock:
-                    self._closed = True
-                for seg in self._segments:
+                with st.lock:
+                    st.closed = True
+                for seg in st.segments:
                     seg.close()
 
     def delete(self) -> None:
         """Close without flushing and remove the partition directory."""
-        with self._flush_lock:
-            with self._lock:
-                self._closed = True
-            for seg in self._segments:
+        st = self._state
+        with st.flush_lock:
+            with st.lock:
+                st.closed = True
+            for seg in st.segments:
                 seg.close()
             shutil.rmtree(self.directory, ignore_errors=True)
