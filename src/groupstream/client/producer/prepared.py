@@ -135,7 +135,7 @@ def prepare_transaction(producer: Producer, timeout: float | None = None) -> Pre
                 "produce() after prepare_transaction(): the prepared transaction takes no more records"
             )
         )
-    idem = txn.idempotence
+    idem = txn._idem
     return PreparedTransaction(
         txn.transactional_id,
         int(idem.producer_id),

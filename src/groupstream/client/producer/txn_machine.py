@@ -60,11 +60,6 @@ class TxnMachine:
         """What the open transaction holds (a two-phase commit's ``prepare_transaction`` names it)."""
         return self._txn
 
-    @property
-    def idempotence(self) -> IdempotenceManager:
-        """The producer id and epoch the transaction's requests name."""
-        return self._idem
-
     def transition_to(self, target: TxnState) -> None:
         """The one way the state changes: a step the table does not allow is our bug and raises."""
         previous = self.state
