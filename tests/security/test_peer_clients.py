@@ -378,3 +378,33 @@ def test_no_traceback_in_the_broker_log(secure: Secure) -> None:
     """Runs last in this module: every refusal above was logged as a line, never as a traceback."""
     log = secure.process.log_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["SCRAM-SHA-256", "mTLS"])
+def test_large_requests_over_tls_arrive_whole_and_in_order(secure: Secure, mode: str) -> None:
+    """Produce requests of up to a megabyte, which librdkafka cuts into TLS records of about 2 KB: the broker
+    decrypts them straight into its request buffers (a large request into a buffer of its own), so records cut
+    across requests and requests across reads must still come out whole and in order."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    conf = librdkafka_conf(secure, mode)
+    topic = f"large-{mode}-{uuid.uuid4().hex[:6]}".lower()
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    values = [i.to_bytes(4, "big") * 500 for i in range(4000)]  # 2 KB each, 8 MB in all
+    producer = Producer({**conf, "linger.ms": 20, "batch.size": 1_000_000})
+    for v in values:
+        producer.produce(topic, v, partition=0)
+    assert producer.flush(60) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    first_wrong = next((i for i, (a, b) in enumerate(zip(got, values, strict=False)) if a != b), len(got))
+    assert got == values, f"{len(got)} of {len(values)} records back, the first difference at {first_wrong}"

@@ -96,3 +96,35 @@ def test_plaintext_peer_is_refused_with_the_reason(pki: Pki) -> None:
     with pytest.raises(TlsError, match="wrong version number"):
         server.receive(b"\x00\x00\x00\x1f\x00\x12\x00\x03" + b"\x00" * 27)
     assert server.first_bytes == b"\x00\x00\x00\x1f\x00\x12\x00\x03"
+
+
+def test_read_into_fills_a_view_then_reports_the_rest(pair: Pair) -> None:
+    """The broker decrypts straight into its request reader's buffer, whatever room it has: a full view means
+    there may be more, a short count that everything fed is read; bytes come out whole and in order."""
+    rng = random.Random(SEED)
+    payload = rng.randbytes(200_000)
+    pair.client.write(payload)
+    assert pair.server.feed(pair.cout.read())
+    got = bytearray()
+    while True:
+        view = memoryview(bytearray(rng.choice([1, 100, 4096, 16 * 1024 + 7, 70_000])))
+        n = pair.server.read_into(view)
+        got += view[:n]
+        if n < len(view):
+            break
+    assert bytes(got) == payload, f"plaintext differs (TLS_SPLIT_SEED={SEED})"
+    assert pair.server.read_into(memoryview(bytearray(10))) == 0
+
+
+def test_feed_is_false_until_the_handshake_ends(pki: Pki) -> None:
+    server = TlsSession(server_context(TlsSettings(keystore_location=str(pki.broker.pem_keystore))))
+    cin, cout = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl.create_default_context(cafile=str(pki.ca)).wrap_bio(cin, cout, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        client.do_handshake()
+    assert not server.feed(cout.read())  # the ClientHello alone
+    cin.write(server.data_to_send())
+    client.do_handshake()
+    client.write(b"request")
+    assert server.feed(cout.read())  # the client's Finished, then data
+    assert bytes(server.plaintext()) == b"request"

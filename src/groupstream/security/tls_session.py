@@ -67,36 +67,42 @@ class TlsSession:
         """Ciphertext from the peer; returns the plaintext it completes (often empty). TlsError, TlsClosed.
 
         The plaintext is a view of a buffer this session reuses: the caller copies what it keeps before the next
-        call (the broker's frame reader appends it to its own buffer at once). Decrypting into one buffer
+        call (a client's frame reader appends it to its own buffer at once). Decrypting into one buffer
         instead of a new bytes object per TLS record makes the receive path several times faster.
         """
+        if not self.feed(data):
+            return _EMPTY
+        return self.plaintext()
+
+    def feed(self, data: bytes | memoryview) -> bool:
+        """Ciphertext from the peer into the session, advancing the handshake; True once the handshake is over
+        and plaintext may be taken (`read_into`, `plaintext`). TlsError, TlsClosed.
+
+        Feeding and reading apart lets the broker decrypt straight into its request reader's buffer."""
         if len(self.first_bytes) < 8:
             self.first_bytes += bytes(data[: 8 - len(self.first_bytes)])
         self._in.write(data)
-        obj = self._obj
-        view = _EMPTY
-        pos = 0
+        if self.established:
+            return True
         try:
-            if not self.established:
-                try:
-                    obj.do_handshake()
-                except ssl.SSLWantReadError:
-                    return memoryview(b"")
-                self.established = True
-            # TLS records only add bytes, but OpenSSL may already hold part of a record taken from the BIO earlier:
-            # what is pending plus one record is enough, and the buffer grows if it ever is not
-            need = self._in.pending + _MAX_RECORD
-            if len(self._plain) < need:
-                self._plain = bytearray(max(need, _READ))
-            view = memoryview(self._plain)
-            size = len(view)
-            pos = 0
-            read = self._read
-            while True:
-                if pos == size:
-                    bigger = bytearray(2 * size)
-                    bigger[:pos] = view
-                    self._plain, view, size = bigger, memoryview(bigger), 2 * size
+            self._obj.do_handshake()
+        except ssl.SSLWantReadError:
+            return False
+        except ssl.SSLZeroReturnError:
+            self._closed_by_peer()
+        except ssl.SSLError as e:
+            raise TlsError(_describe(e)) from None
+        self.established = True
+        return True
+
+    def read_into(self, view: memoryview) -> int:
+        """Decrypt what has arrived into ``view``, as much as fits, one TLS record per OpenSSL call; returns the
+        count, which is under ``len(view)`` only once everything fed so far is read. TlsError, TlsClosed."""
+        size = len(view)
+        pos = 0
+        read = self._read
+        try:
+            while pos < size:
                 try:
                     n: int = read(size - pos, view[pos:])  # with a buffer, read() returns a count
                 except ssl.SSLWantReadError:
@@ -108,7 +114,28 @@ class TlsSession:
             self._closed_by_peer(bytes(view[:pos]))
         except ssl.SSLError as e:
             raise TlsError(_describe(e)) from None
-        return view[:pos]
+        return pos
+
+    def plaintext(self) -> memoryview:
+        """All the plaintext that what was fed completes, in a buffer this session reuses (see `receive`)."""
+        # TLS records only add bytes, but OpenSSL may already hold part of a record taken from the BIO earlier:
+        # what is pending plus one record is enough, and the buffer grows if it ever is not
+        need = self._in.pending + _MAX_RECORD
+        if len(self._plain) < need:
+            self._plain = bytearray(max(need, _READ))
+        view = memoryview(self._plain)
+        pos = 0
+        while True:
+            try:
+                n = self.read_into(view[pos:])
+            except TlsClosed as e:
+                raise TlsClosed(str(e), bytes(view[:pos]) + e.plaintext) from None
+            pos += n
+            if pos < len(view):
+                return view[:pos]
+            bigger = bytearray(2 * len(view))
+            bigger[:pos] = view
+            self._plain, view = bigger, memoryview(bigger)
 
     def close_notify(self) -> None:
         """Queue our close_notify in `data_to_send` (best effort): some clients (kafka-python) drop a response that
