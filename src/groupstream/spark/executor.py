@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Generator, Hashable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, cast
 
 import pyarrow.compute as pc
@@ -33,7 +33,7 @@ from groupstream.client.net.security import SECURITY_PROPERTIES
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.client_cache import ClientCache, close_at_exit
 from groupstream.spark.cluster import DataLossError, topic_id
-from groupstream.spark.planning import OffsetRange
+from groupstream.spark.planning import OffsetRange, ReadSpec
 
 __all__ = ["ARROW_BATCH_ROWS", "CONSUMERS", "ReadSpec", "arrow_schema", "read_range"]
 
@@ -58,18 +58,6 @@ _PASSED_ON = frozenset({
 resets, deserializers) are the source's business, as in Spark's Kafka source."""
 
 log = logging.getLogger("groupstream.spark")
-
-
-@dataclass(frozen=True)
-class ReadSpec:
-    """What every task of a query needs besides its range (pickled once per task)."""
-
-    bootstrap_servers: str
-    client_config: tuple[tuple[str, str], ...]
-    include_headers: bool
-    fail_on_data_loss: bool
-    poll_timeout_ms: int
-    streaming: bool = False  # a micro-batch's task (its plan deals with lost partitions) or a batch read's
 
 
 _GONE = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)

@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "TOPIC_IDS_KEY",
     "OffsetRange",
+    "ReadSpec",
     "TopicPartition",
     "from_spark_offsets",
     "rate_limit",
@@ -50,6 +51,19 @@ class OffsetRange:
     @property
     def size(self) -> int:
         return max(self.end - self.start, 0)
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What every task of a query needs besides its range (pickled once per task). Here, not in
+    `executor`, so that the driver builds it without importing what the tasks read with."""
+
+    bootstrap_servers: str
+    client_config: tuple[tuple[str, str], ...]
+    include_headers: bool
+    fail_on_data_loss: bool
+    poll_timeout_ms: int
+    streaming: bool = False  # a micro-batch's task (its plan deals with lost partitions) or a batch read's
 
 
 def to_spark_offsets(

@@ -10,6 +10,10 @@ task reports success: at-least-once. A task that Spark retries produces its rows
 restarted streaming batch can duplicate records. With ``exactlyOnce=true`` each task writes in a Kafka
 transaction that the driver commits once the batch is decided (see `kafka_eos`): exactly once for read_committed
 readers.
+
+The executor (our Consumer, pyarrow.compute), the sink and the exactly-once writer (our Producer) are imported
+only where a task or a writer runs: Spark starts a fresh Python process on the driver for every streaming query
+(its source runner), so whatever this module imports is paid again by every query before its first micro-batch.
 """
 
 from __future__ import annotations
@@ -41,12 +45,6 @@ from groupstream.client.errors import KafkaError
 from groupstream.protocol.error_codes import ErrorCode
 from groupstream.spark.cluster import Cluster, DataLossError
 from groupstream.spark.dataloss import Position, find_losses, next_end, starts, warning_text
-from groupstream.spark.executor import ReadSpec, read_range
-from groupstream.spark.kafka_eos import (
-    ExactlyOnceBatchWriter,
-    ExactlyOnceStreamWriter,
-    exactly_once_requested,
-)
 from groupstream.spark.options import (
     EARLIEST,
     LATEST,
@@ -56,6 +54,7 @@ from groupstream.spark.options import (
 )
 from groupstream.spark.planning import (
     OffsetRange,
+    ReadSpec,
     TopicPartition,
     from_spark_offsets,
     rate_limit,
@@ -64,7 +63,6 @@ from groupstream.spark.planning import (
     topic_ids_of,
 )
 from groupstream.spark.region_reader import RegionReaderCore
-from groupstream.spark.sink import write_batches
 
 __all__ = ["FORMAT", "GroupstreamDataSource"]
 
@@ -101,11 +99,15 @@ class GroupstreamDataSource(DataSource):
         return StreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from groupstream.spark.kafka_eos import ExactlyOnceBatchWriter, exactly_once_requested
+
         if exactly_once_requested(self.options):
             return ExactlyOnceBatchWriter(dict(self.options), schema)
         return BatchWriter(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from groupstream.spark.kafka_eos import ExactlyOnceStreamWriter, exactly_once_requested
+
         if exactly_once_requested(self.options):
             return ExactlyOnceStreamWriter(dict(self.options), schema)
         return StreamWriter(dict(self.options), schema)
@@ -167,6 +169,8 @@ def _default(cluster: Cluster, options: SourceOptions, tps: Sequence[TopicPartit
 
 
 def _read(spec: ReadSpec, partition: InputPartition) -> Iterator[Any]:
+    from groupstream.spark.executor import read_range
+
     rng = partition.value
     if rng is None:  # PySpark plans one task even when we plan none: it reads nothing
         return iter(())
@@ -329,6 +333,8 @@ class BatchWriter(DataSourceArrowWriter):
         self.fields = schema.fieldNames()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from groupstream.spark.sink import write_batches
+
         return _Committed(write_batches(self.options, self.fields, iterator))
 
 
@@ -338,6 +344,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.fields = schema.fieldNames()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from groupstream.spark.sink import write_batches
+
         return _Committed(write_batches(self.options, self.fields, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
