@@ -24,11 +24,21 @@ Then writing, to new topics of the same shape, acks=all and idempotent as the si
   ``format("groupstream")`` at ``local[2]`` (target: >= 0.8x produce). The topics' end offsets are checked.
 
 Spark runs two tasks at once on the machine's cores; the clients run in one thread (plus their network
-thread). A warm-up query runs first, so JVM and Python worker start-up are not counted. The best of
-``--repeat`` runs counts.
+thread). Fairness, as measured before this bench was changed (a 1,000,000-record read after a 10,000-record
+warm-up mostly timed the JVM's JIT and each query's fixed cost):
 
-    .venv/bin/python bench/spark_source.py [--records 1000000] [--value-size 100] [--partitions 4]
-        [--repeat 3] [--write-results]
+- the warm-up is ``--warmup`` full-size reads of every read path (the ceiling and the stream too), so the JIT
+  has compiled what is then timed;
+- the default is 4,000,000 records, and each Spark path's fixed cost per query (planning, task launch,
+  commit) is measured as a read of a 1-record topic and printed beside the rates;
+- each of ``--repeat`` rounds runs every read path once, in an order rotated by one each round, and a Spark
+  path's ratio is the median of its per-round ratios to that round's poll_arrow (the machine is shared, so
+  ratios inside a round are what compare); rates are medians of the rounds.
+
+Writes use ``--write-records`` (default 1,000,000) records, best of the rounds.
+
+    .venv/bin/python bench/spark_source.py [--records 4000000] [--value-size 100] [--partitions 4]
+        [--warmup 2] [--repeat 5] [--write-records 1000000] [--write-results]
 """
 
 from __future__ import annotations
@@ -216,6 +226,7 @@ def spark_stream(
         availableNow=True).start()  # fmt: skip
     query.awaitTermination()
     secs = time.perf_counter() - t0
+    STREAM_BATCHES.append(len(query.recentProgress))
     if query.exception() is not None:
         raise RuntimeError(query.exception())
     rows = size = 0
@@ -258,80 +269,141 @@ def spark_sink(spark: Any, df: Any, bootstrap: str, topic: str, partitions: int)
     return time.perf_counter() - t0
 
 
+STREAM_BATCHES: list[int] = []
+"""How many micro-batches each `spark_stream` run took (Trigger.AvailableNow plans as many as
+maxOffsetsPerTrigger asks; without it, one)."""
+
+READS = ("poll_arrow", "task code", "spark batch", "spark ceiling", "spark stream")
+TARGETS = {"spark batch": ">= 0.7x", "spark stream": ">= 0.5x", "spark sink": ">= 0.8x"}
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2, help="full-size reads of every read path before timing")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--write-records", type=int, default=1_000_000)
+    ap.add_argument("--no-writes", action="store_true", help="time the reads only")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
-    n, parts, size = args.records, args.partitions, args.value_size
+    n, parts, size, wn = args.records, args.partitions, args.value_size, args.write_records
     table = records(n, size)
     expected = (n, n * size)
+    rates: dict[str, list[float]] = {name: [] for name in READS}
+    ratios: dict[str, list[float]] = {name: [] for name in READS}
+    to_ceiling: dict[str, list[float]] = {"spark batch": [], "spark stream": []}
+    fixed: dict[str, list[float]] = {"spark batch": [], "spark ceiling": [], "spark stream": []}
     best: dict[str, float] = {}
+    loads = [os.getloadavg()[0]]
 
-    def keep(name: str, secs: float) -> None:
-        best[name] = min(best.get(name, secs), secs)
-
-    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, BrokerProcess(BrokerKind.GROUPSTREAM, Path(tmp)) as broker:
         bs = broker.bootstrap
-        fill(bs, "warmup", parts, records(10_000, size))
         fill(bs, "data", parts, table)
+        fill(bs, "one", parts, records(1, size))
         end = ends(bs, "data", parts)
         assert sum(end.values()) == n, end
         spark = spark_session()
-        spark_batch(spark, bs, "warmup")
-        frame = spark.createDataFrame(table.to_pandas(), "key binary, value binary").repartition(2).cache()
-        assert frame.count() == n
-        spark_sink(spark, frame.limit(10_000), bs, "warmup-sink", parts)
-        for r in range(args.repeat):
-            for name, (secs, got) in (
-                ("poll_arrow", poll_arrow_read(bs, "data", end)),
-                ("task code", task_code_read(bs, "data", end)),
-                ("spark batch", spark_batch(spark, bs, "data")),
-                ("spark ceiling", spark_ceiling(spark, n, size, parts)),
-                ("spark stream", spark_stream(spark, bs, "data", Path(tmp) / f"ck{r}")),
-            ):
+        checkpoints = iter(range(1_000_000))
+        paths = {
+            "poll_arrow": lambda: poll_arrow_read(bs, "data", end),
+            "task code": lambda: task_code_read(bs, "data", end),
+            "spark batch": lambda: spark_batch(spark, bs, "data"),
+            "spark ceiling": lambda: spark_ceiling(spark, n, size, parts),
+            "spark stream": lambda: spark_stream(spark, bs, "data", Path(tmp) / f"ck{next(checkpoints)}"),
+        }
+        for w in range(args.warmup):
+            for name in READS:
+                secs, got = paths[name]()
                 assert got == expected, (name, got, expected)
-                keep(name, secs)
-            for name, write in (
-                ("produce", lambda t: produce_each(bs, t, parts, table)),
-                ("produce_arrow", lambda t: produce_arrow(bs, t, parts, table)),
-                ("spark sink", lambda t: spark_sink(spark, frame, bs, t, parts)),
+                print(f"warm-up {w}: {name} {n / secs:,.0f} records/s", flush=True)
+        STREAM_BATCHES.clear()
+        for _ in range(3):  # a query's fixed cost: the same paths over one record
+            for name, (secs, got) in (
+                ("spark batch", spark_batch(spark, bs, "one")),
+                ("spark ceiling", spark_ceiling(spark, 1, size, 1)),
+                ("spark stream", spark_stream(spark, bs, "one", Path(tmp) / f"ck{next(checkpoints)}")),
             ):
-                topic = f"out-{name.replace(' ', '-')}-{r}"
-                keep(name, write(topic))
-                assert sum(ends(bs, topic, parts).values()) == n, (name, topic)
+                assert got == (1, size), (name, got)
+                fixed[name].append(secs)
+        STREAM_BATCHES.clear()
+        for r in range(args.repeat):
+            order = READS[r % len(READS):] + READS[: r % len(READS)]
+            took: dict[str, float] = {}
+            for name in order:
+                secs, got = paths[name]()
+                assert got == expected, (name, got, expected)
+                took[name] = secs
+            loads.append(os.getloadavg()[0])
+            for name in READS:
+                rates[name].append(n / took[name])
+                ratios[name].append(took["poll_arrow"] / took[name])
+            for name in to_ceiling:
+                to_ceiling[name].append(took["spark ceiling"] / took[name])
+            print(f"round {r}: " + ", ".join(f"{k} {n / v:,.0f}" for k, v in took.items()), flush=True)
+        if not args.no_writes:
+            wtable = table.slice(0, wn)
+            frame = spark.createDataFrame(wtable.to_pandas(), "key binary, value binary").repartition(2).cache()
+            assert frame.count() == wn
+            spark_sink(spark, frame, bs, "warmup-sink", parts)
+            for r in range(max(args.repeat // 2, 1)):
+                for name, write in (
+                    ("produce", lambda t: produce_each(bs, t, parts, wtable)),
+                    ("produce_arrow", lambda t: produce_arrow(bs, t, parts, wtable)),
+                    ("spark sink", lambda t: spark_sink(spark, frame, bs, t, parts)),
+                ):
+                    topic = f"out-{name.replace(' ', '-')}-{r}"
+                    secs = write(topic)
+                    best[name] = min(best.get(name, secs), secs)
+                    assert sum(ends(bs, topic, parts).values()) == wn, (name, topic)
         spark.stop()
         CONSUMERS.close()  # the task code's consumers, before their broker stops
+    loads.append(os.getloadavg()[0])
     pyspark = __import__("pyspark").__version__
+    fixed_ms = {k: 1000 * _median(v) for k, v in fixed.items()}
     lines = [
-        f"{machine()}; load average {load:.1f} at the start. Our broker; {n:,} keyed records of {size} B in "
-        f"{parts} partitions, no compression; best of {args.repeat}. Spark {pyspark} local[2] (two tasks at "
-        "once), after a warm-up query; our clients in one thread. Readers count rows and sum the values' "
-        "lengths (Spark through `DataFrame.observe` on the way to the `noop` sink); writers use acks=all and "
-        "idempotence, and the topics' end offsets are checked.",
+        f"{machine()}; load average {min(loads):.1f} to {max(loads):.1f} during the run (2 cores shared with other "
+        f"sessions' tests). Our broker; {n:,} keyed records of {size} B in {parts} partitions, no compression. "
+        f"Spark {pyspark} local[2] (two tasks at once); our clients in one thread. Warm-up: {args.warmup} full-size "
+        f"read(s) of every read path; then {args.repeat} rounds, each running every read path once in an order "
+        "rotated by one each round. Rates are the rounds' medians; a ratio is the median of the per-round ratios "
+        "(within one round, so load moves both sides). Readers count rows and sum the values' lengths (Spark through "
+        "`DataFrame.observe` on the way to the `noop` sink). A query's fixed cost (a read of a 1-record topic, "
+        f"median of 3): spark batch {fixed_ms['spark batch']:.0f} ms, spark ceiling {fixed_ms['spark ceiling']:.0f} "
+        f"ms, spark stream {fixed_ms['spark stream']:.0f} ms (AvailableNow, one micro-batch"
+        f"{'' if set(STREAM_BATCHES) <= {1} else f'; micro-batches per run: {sorted(set(STREAM_BATCHES))}'}).",
         "",
         f"Command: `python bench/spark_source.py --records {n} --value-size {size} --partitions {parts} "
-        f"--repeat {args.repeat} --write-results`",
+        f"--warmup {args.warmup} --repeat {args.repeat} --write-records {wn}"
+        f"{' --no-writes' if args.no_writes else ''} --write-results`",
         "",
-        "| path | records/s | ratio | target |",
-        "|---|---:|---:|---:|",
+        "| path | records/s (median) | range | ratio to poll_arrow | ratio to spark ceiling | target |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    targets = {"spark batch": ">= 0.7x", "spark stream": ">= 0.5x", "spark sink": ">= 0.8x"}
-    for name, base in (("poll_arrow", "poll_arrow"), ("task code", "poll_arrow"), ("spark batch", "poll_arrow"),
-                       ("spark stream", "poll_arrow"), ("spark ceiling", "poll_arrow"), ("produce", "produce"),
-                       ("produce_arrow", "produce"), ("spark sink", "produce")):  # fmt: skip
-        rate = n / best[name]
-        lines.append(f"| {name} | {rate:,.0f} | {rate / (n / best[base]):.2f}x of {base} | {targets.get(name, '')} |")
+    for name in READS:
+        lo, hi = min(rates[name]), max(rates[name])
+        ceil = f"{_median(to_ceiling[name]):.2f}x" if name in to_ceiling else ""
+        lines.append(f"| {name} | {_median(rates[name]):,.0f} | {lo:,.0f}-{hi:,.0f} | {_median(ratios[name]):.2f}x "
+                     f"| {ceil} | {TARGETS.get(name, '')} |")  # fmt: skip
+    if best:
+        lines += ["", f"Writes, {wn:,} records, acks=all and idempotence, best of {max(args.repeat // 2, 1)}; the "
+                  "topics' end offsets are checked.", "", "| path | records/s | ratio | target |", "|---|---:|---:|---:|"]  # fmt: skip
+        for name in ("produce", "produce_arrow", "spark sink"):
+            rate = wn / best[name]
+            lines.append(f"| {name} | {rate:,.0f} | {rate / (wn / best['produce']):.2f}x of produce | "
+                         f"{TARGETS.get(name, '')} |")  # fmt: skip
     text = "\n".join(lines)
     print(text)
     if args.write_results:
         day = f"{dt.datetime.now(dt.UTC):%Y-%m-%d}"
-        write_section(f"spark_io_{day}", f"## Spark source and sink against our client, {day} (`bench/spark_source.py`)"
-                      f"\n\n{text}")  # fmt: skip
+        write_section(f"spark_io_warm_{day}", f"## Spark source and sink against our client, warm and in rounds, {day} "
+                      f"(`bench/spark_source.py`)\n\n{text}")  # fmt: skip
     return 0
 
 
