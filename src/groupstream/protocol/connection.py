@@ -47,10 +47,18 @@ class UnsupportedRequest:
 class ServerConnection:
     def __init__(self, apis: Mapping[int, CompiledApi], max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self._apis = apis
-        self._reader = FrameReader(max_frame)
+        self._reader = FrameReader(max_frame, pool_size=0, direct_share=8)
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._reader.receive_data(data)
+
+    def recv_buffer(self) -> memoryview:
+        """Where a socket read should put the next bytes (instead of ``receive_data``; see FrameReader): a large
+        request (a Produce) is read straight into a buffer of its own, so its bytes are copied once."""
+        return self._reader.recv_buffer()
+
+    def advance(self, n: int) -> None:
+        self._reader.advance(n)
 
     @property
     def buffered(self) -> int:

@@ -47,11 +47,18 @@ class FrameReader:
     4 KiB on first touch, more than the copy it saves.
     """
 
-    __slots__ = ("_buf", "_filled", "_frame", "_max_frame", "_pool", "_pos", "_scratch")
+    __slots__ = ("_buf", "_direct_share", "_filled", "_frame", "_max_frame", "_pool", "_pool_size", "_pos",
+                 "_scratch")  # fmt: skip
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, pool_size: int = _POOL_SIZE, direct_share: int = 0) -> None:
+        """For a server, whose many connections must not each keep megabytes nor be made to allocate them by a
+        four-byte frame size: ``pool_size`` large-frame buffers are kept for reuse (0: a fresh buffer each
+        time), and ``direct_share`` (if not 0) lets a frame have its own buffer only once that share of it
+        (1/direct_share) has arrived."""
         if max_frame <= 0:
             raise ValueError("max_frame must be positive")
+        self._pool_size = pool_size
+        self._direct_share = direct_share
         self._buf = bytearray()
         self._pos = 0
         self._max_frame = max_frame
@@ -103,10 +110,11 @@ class FrameReader:
             raise PeerProtocolError(_oversized(bytes(buf[pos : pos + 4]), size, self._max_frame))
         end = pos + 4 + size
         if len(buf) < end:
-            if self._scratch is not None and size >= DIRECT_FRAME_MIN:
+            have = len(buf) - pos - 4
+            if (self._scratch is not None and size >= DIRECT_FRAME_MIN
+                    and (not self._direct_share or have * self._direct_share >= size)):
                 # pull mode: the rest of this frame goes straight into its own buffer
                 big = self._frame_buffer(size)
-                have = len(buf) - pos - 4
                 with memoryview(buf) as view:
                     big[:have] = view[pos + 4 :]
                 self._frame = big
@@ -128,7 +136,7 @@ class FrameReader:
         """``size`` bytes for a large frame: a pooled buffer that no view uses any more, else a new one."""
         pool = self._pool
         unused = _UNUSED
-        if unused is None or size > _POOL_MAX_BYTES:
+        if unused is None or size > _POOL_MAX_BYTES or not self._pool_size:
             return memoryview(bytearray(size))
         for i in range(len(pool)):
             # every view of a buffer holds a reference to it: at the pool's count alone, nothing can still
@@ -141,7 +149,7 @@ class FrameReader:
                 pool[i] = buf
                 break
         else:
-            if len(pool) < _POOL_SIZE:
+            if len(pool) < self._pool_size:
                 pool.append(buf)
         return memoryview(buf)[:size]
 
@@ -152,7 +160,9 @@ class FrameReader:
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos + self._filled * (self._frame is not None)
+        if self._frame is not None:
+            return 4 + self._filled  # its size came first
+        return len(self._buf) - self._pos
 
 
 def frame(payload_parts: list[bytes]) -> list[bytes]:
