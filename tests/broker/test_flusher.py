@@ -158,6 +158,7 @@ def test_logs_somebody_waits_on_are_flushed_before_the_others():
         first.gate.clear()  # the only worker is busy with it while the others become dirty
         first.end = 1
         f.appended(first, "always")
+        await asyncio.sleep(0)  # one turn of the loop: the flusher starts flushes at the end of a turn
         quiet = [OrderedLog(f"quiet{i}") for i in range(3)]
         for q in quiet:
             q.end = 1

@@ -48,6 +48,7 @@ class Flusher:
         self._timer: asyncio.TimerHandle | None = None
         self._retry: set[Any] = set()  # flush failed for a passing reason: try again after _RETRY_S
         self._retry_timer: asyncio.TimerHandle | None = None
+        self._kick_handle: asyncio.Handle | None = None
         self._closed = False
         self.timed: Callable[[float], None] | None = None
         """Hears each flush's duration in ms, on a flush thread (prometheus_client's metrics are thread-safe)."""
@@ -55,7 +56,7 @@ class Flusher:
     def appended(self, plog: Any, policy: str) -> None:
         if policy == "always":
             self._dirty_now.add(plog)
-            self._kick()
+            self._kick_soon()
         elif policy == "interval":
             self._dirty_later.add(plog)
             self._arm_timer()
@@ -69,7 +70,7 @@ class Flusher:
         self._waiters.append((plog, offset, fut))
         self._waited.add(plog)
         self._dirty_now.add(plog)
-        self._kick()
+        self._kick_soon()
         return fut
 
     def retrying(self) -> frozenset[Any]:
@@ -94,6 +95,20 @@ class Flusher:
         self._timer = None
         self._dirty_now |= self._dirty_later
         self._dirty_later.clear()
+        self._kick()
+
+    def _kick_soon(self) -> None:
+        """Start flushes once the event loop has handled everything that is ready now: requests pipelined on
+        one connection arrive in one read and are appended one after another, and a flush started by the
+        first would cover it alone, the others waiting for it to end and for a second round (measured: three
+        pipelined acks=all requests took two rounds). Deferred to the end of the loop's turn, one fsync per
+        partition covers them all (group commit); the first request's flush starts later by the time the loop
+        takes to append the others (well under a millisecond a megabyte)."""
+        if self._kick_handle is None and not self._closed:
+            self._kick_handle = asyncio.get_running_loop().call_soon(self._kick_now)
+
+    def _kick_now(self) -> None:
+        self._kick_handle = None
         self._kick()
 
     def _kick(self) -> None:
@@ -152,6 +167,9 @@ class Flusher:
     async def close(self) -> None:
         """Flush everything still dirty, then stop."""
         self._closed = True
+        if self._kick_handle is not None:
+            self._kick_handle.cancel()
+            self._kick_handle = None
         for timer in (self._timer, self._retry_timer):
             if timer is not None:
                 timer.cancel()
