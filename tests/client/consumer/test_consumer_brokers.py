@@ -352,3 +352,40 @@ def test_poll_arrow_gives_sparks_kafka_columns(groupstream_broker: BrokerProcess
     first = next(r for r in rows if r["value"] == b"v7")
     assert (first["key"], first["topic"], first["partition"], first["offset"]) == (b"k7", topic, 1, 3)
     assert int(first["timestamp"].timestamp() * 1000) == 1_700_000_000_007 and first["headers"] == []
+
+
+def test_poll_arrow_slices_honour_max_poll_records_and_positions(groupstream_broker: BrokerProcess) -> None:
+    """Issue 14: ``poll_arrow`` hands out a fetch in slices of at most ``max.poll.records`` rows (of whole
+    batches: here one record each); after every call the position is one past the last row returned; a seek
+    between slices drops the rest, a pause holds it."""
+    bs = groupstream_broker.bootstrap
+    topic = new_topic(bs, 1)
+    with Producer({"bootstrap.servers": bs}) as p:
+        for i in range(100):  # a batch a record
+            p.produce(topic, b"v%d" % i, partition=0)
+            assert p.flush(20) == 0
+    tp = TopicPartition(topic, 0)
+
+    def rows(c: Consumer, into: list[int], timeout: float = 0.5) -> list[int]:
+        batch = c.poll_arrow(timeout)
+        assert batch.num_rows <= 7
+        got: list[int] = batch.column("offset").to_pylist()
+        if got:
+            assert c.position(tp) == got[-1] + 1
+        into += got
+        return got
+
+    with Consumer({"bootstrap.servers": bs, "auto.offset.reset": "earliest", "max.poll.records": 7}) as c:
+        c.assign([tp])
+        offsets: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(offsets) < 30 and time.monotonic() < deadline:
+            rows(c, offsets)
+        assert len(offsets) >= 30 and offsets == list(range(len(offsets)))
+        c.pause([tp])
+        assert rows(c, [], 0.1) == [] and c.position(tp) == len(offsets)
+        c.resume([tp])
+        c.seek(tp, 3)
+        again: list[int] = []
+        wait_until(lambda: bool(rows(c, again)), 30, "records after the seek")
+        assert again == list(range(3, 3 + len(again)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from typing import Any
 
 import pytest
 
@@ -216,62 +217,182 @@ def test_a_batch_that_does_not_decode_ends_the_drain_and_is_raised_next(decoder:
     assert buf.fetchable(100) == [(A, 5)]  # ... and the partition fetched again from its position
 
 
-def test_drain_into_a_column_builder_matches_the_records(decoder: str) -> None:
+def _arrow_fetched(headers: bool = False) -> FetchBuffer:
+    """A buffer holding A from offset 2 (four lazy batches, one with headers) and B from 0 (three records)."""
+    buf = FetchBuffer()
+    buf.assign([A, B])
+    buf.seek(A, 2)
+    buf.seek(B, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 2, [batch(0, 5), batch(5, 3, headers=headers), batch(8, 6), batch(14, 4)])
+    fetched(buf, B, 0, 3)
+    return buf
+
+
+def _offsets(rows: Any) -> list[tuple[int, int]]:
+    return list(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist(), strict=True))
+
+
+def test_drain_arrow_matches_the_records_and_moves_positions_exactly(decoder: str) -> None:
+    """Slices of whole batches, at most ``max_records`` rows unless one batch alone is more; after each call
+    every partition's position is one past the last row it returned; all rows equal the record path's."""
     import pyarrow as pa  # a dependency of the [spark] extra, which `make test` installs: never skipped
 
-    from groupstream.client.consumer.arrow import ColumnBuilder, records_to_arrow
+    from groupstream.client.consumer.arrow import decode_fetch, join, records_to_arrow
 
-    batches = [batch(0, 5), batch(5, 3, headers=True), batch(8, 6), batch(14, 4)]
-    expected_buf, buf = FetchBuffer(), FetchBuffer()
-    for b in (expected_buf, buf):
-        b.assign([A, B])
-        b.seek(A, 2)
-        b.seek(B, 0)
-        b.fetchable(100)
-        lazily_fetched(b, A, 2, batches)
-        fetched(b, B, 0, 3)
+    expected_buf, buf = _arrow_fetched(headers=True), _arrow_fetched(headers=True)
     records: list[ConsumerRecord] = []
-    builders: list[ColumnBuilder] = []
-    for take in (4, 7, 100):  # drain splits batches there; drain_into stops before them or takes one whole
-        records += expected_buf.drain(take)
-        builders.append(ColumnBuilder())
-        assert buf.drain_into(take, builders[-1]) == len(builders[-1])
+    while got := expected_buf.drain(100):
+        records += got
+    parts = []
+    for take in (4, 7, 1, 3, 100, 100, 100):
+        moved = buf.positions()
+        rows = join(buf.drain_arrow(take, decode_fetch))
+        a_rows = [o for tp, o in _offsets(rows) if tp == A.partition]
+        assert rows.num_rows <= take or len(set(_offsets(rows))) == rows.num_rows <= 6  # one batch: the largest
+        if a_rows:  # A's batches start at 2 (its fetch offset), 5, 8 and 14: none is cut
+            assert a_rows[0] in (2, 5, 8, 14) and a_rows[-1] + 1 in (5, 8, 14, 18)
+        for tp, offset in _offsets(rows):
+            moved[TopicPartition("t", tp)] = offset + 1
+        assert buf.positions() == moved
+        parts.append(rows)
     assert buf.positions() == expected_buf.positions() == {A: 18, B: 3}
-    got = pa.Table.from_batches([c.finish() for c in builders]).combine_chunks()
-    assert got.to_batches()[0].equals(records_to_arrow(records))
-    assert sum(len(c) for c in builders) == len(records) == 16 + 3
+    got = pa.Table.from_batches(parts).sort_by([("partition", "ascending"), ("offset", "ascending")])
+    expected = records_to_arrow(sorted(records, key=lambda r: (r.partition, r.offset)))
+    assert got.equals(pa.Table.from_batches([expected]))
+    assert len(records) == 16 + 3
 
 
-def test_drain_into_never_cuts_a_batch_into_records(decoder: str) -> None:
-    from groupstream.client.consumer.arrow import ColumnBuilder
+def test_drain_arrow_decodes_a_fetch_once_and_hands_out_slices_of_it(decoder: str) -> None:
+    """What a call costs follows its rows: one decode for the fetch, then zero-copy slices of it, as many
+    whole batches as fit in ``max_records``; a first batch too big goes whole."""
+    from groupstream.client.consumer import arrow
 
-    class Counting(ColumnBuilder):
-        """Counts the records that reach the builder as Python objects."""
+    decodes: list[TopicPartition] = []
 
-        objects = 0
-
-        def add_records(self, records: list[ConsumerRecord]) -> None:
-            Counting.objects += len(records)
-            super().add_records(records)
+    def decode(fetch: CompletedFetch) -> None:
+        decodes.append(fetch.tp)
+        arrow.decode_fetch(fetch)
 
     buf = FetchBuffer()
     buf.assign([A])
     buf.seek(A, 0)
     buf.fetchable(100)
-    lazily_fetched(buf, A, 0, [batch(0, 5), batch(5, 5), batch(10, 8)])
-    taken = []
-    for limit in (7, 3, 100):  # stops before the batch that does not fit; a first batch too big goes whole
-        builder = Counting()
-        taken.append(buf.drain_into(limit, builder))
-        assert len(builder) == taken[-1]
-    assert taken == [5, 5, 8]
-    if decoder == "c":  # the pure-Python twin hands every batch over as records
-        assert Counting.objects == 0
-    assert buf.position(A) == 18
+    lazily_fetched(buf, A, 0, [batch(o, 3) for o in range(0, 18, 3)] + [batch(18, 9)])
+    slices = [buf.drain_arrow(7, decode) for _ in range(4)]
+    assert [[_offsets(p) for p in s] for s in slices] == [[[(0, o) for o in range(i, j)]]
+                                                          for i, j in ((0, 6), (6, 12), (12, 18), (18, 27))]  # fmt: skip
+    assert decodes == [A]
+    data = {s[0].column("value").buffers()[2].address for s in slices}
+    assert len(data) == 1  # every slice shares the one decoded value buffer
+    assert buf.position(A) == 27 and not buf.has_work()
+
+
+def test_a_seek_between_slices_drops_the_rest_and_a_pause_holds_it(decoder: str) -> None:
+    from groupstream.client.consumer.arrow import decode_fetch, join
+
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 0, [batch(o, 2) for o in range(0, 10, 2)])
+    assert _offsets(join(buf.drain_arrow(4, decode_fetch))) == [(0, o) for o in range(4)]
+    assert buf.set_paused([A], True) == []
+    assert buf.drain_arrow(4, decode_fetch) == [] and buf.position(A) == 4
+    buf.set_paused([A], False)
+    assert _offsets(join(buf.drain_arrow(4, decode_fetch))) == [(0, o) for o in range(4, 8)]
+    assert buf.seek(A, 2)  # the application goes back between slices: offsets 8 and 9 are not returned
+    assert buf.drain_arrow(4, decode_fetch) == []
+    assert buf.fetchable(100) == [(A, 2)]
+    lazily_fetched(buf, A, 2, [batch(0, 10)])
+    assert _offsets(join(buf.drain_arrow(100, decode_fetch))) == [(0, o) for o in range(2, 10)]
+    assert buf.position(A) == 10
+
+
+def test_poll_after_poll_arrow_goes_on_from_the_position(decoder: str) -> None:
+    from groupstream.client.consumer.arrow import decode_fetch
+
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 1)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 1, [batch(0, 3), batch(3, 4, headers=True), batch(7, 3)])
+    assert _offsets(buf.drain_arrow(3, decode_fetch)[0]) == [(0, 1), (0, 2)]
+    got = buf.drain(100)
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in got] == [
+        (o, b"k%d" % o if o % 2 else None, b"%d" % o, 1_000 + o, (("h", b"x"),) if o < 7 else ()) for o in range(3, 10)
+    ]
+    assert buf.position(A) == 10
+
+
+def test_a_batch_that_does_not_decode_ends_drain_arrow_after_the_rows_before_it(decoder: str) -> None:
+    from groupstream.client.consumer.arrow import decode_fetch, join
+
+    buf = FetchBuffer()
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 0, [batch(0, 5), batch(5, 5, corrupt=True), batch(10, 5)])
+    assert _offsets(join(buf.drain_arrow(100, decode_fetch))) == [(0, o) for o in range(5)]
+    assert isinstance(buf.take_error(), PeerProtocolError)
+    assert buf.position(A) == 5 and buf.fetch_position(A) == 5
+    assert buf.drain_arrow(100, decode_fetch) == []
+    assert buf.fetchable(100) == [(A, 5)]
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_drains_finish_a_partitions_fetch_before_moving_on(arrow: bool) -> None:
+    """A drain starts where the last one left a fetch part-way (Java's "next in line" fetch), so partitions
+    run dry one after another and each is fetched again while the next is drained."""
+    from groupstream.client.consumer.arrow import decode_fetch, join
+
+    buf = FetchBuffer()
+    buf.assign([A, B])
+    buf.seek(A, 0)
+    buf.seek(B, 0)
+    buf.fetchable(100)
+    lazily_fetched(buf, A, 0, [batch(o, 2) for o in range(0, 10, 2)])
+    lazily_fetched(buf, B, 0, [batch(o, 2) for o in range(0, 10, 2)])
+    seen: list[int] = []
+    for _ in range(6):
+        if arrow:
+            seen += join(buf.drain_arrow(4, decode_fetch)).column("partition").to_pylist()
+        else:
+            seen += [r.partition for r in buf.drain(4)]
+    assert sorted(seen) == [0] * 10 + [1] * 10
+    assert seen in ([0] * 10 + [1] * 10, [1] * 10 + [0] * 10)  # not interleaved
+
+
+def test_a_drain_that_makes_room_wakes_the_network_thread_once() -> None:
+    """``on_room`` runs when a drain leaves a full partition (two fetches, as many records as ``fetchable``
+    asks for) fetchable again, so its next fetch goes out now; not while it stays full, nor while a fetch of
+    it is in flight."""
+    from groupstream.client.consumer.arrow import decode_fetch
+
+    buf = FetchBuffer()
+    woken: list[int] = []
+    buf.on_room = lambda: woken.append(buf.position(A) or 0)
+    buf.assign([A])
+    buf.seek(A, 0)
+    buf.fetchable(10)
+    lazily_fetched(buf, A, 0, [batch(o, 2) for o in range(0, 10, 2)])
+    assert buf.fetchable(10) == [(A, 10)]  # one fetch held: A is fetched again at once
+    lazily_fetched(buf, A, 10, [batch(o, 2) for o in range(10, 18, 2)])
+    assert buf.fetchable(10) == []  # two fetches, 18 records: full
+    buf.drain_arrow(4, decode_fetch)  # 14 left
+    buf.drain_arrow(4, decode_fetch)  # 10 left, in two fetches: still full
+    assert woken == []
+    buf.drain_arrow(4, decode_fetch)  # the first fetch's last 2: one fetch left
+    assert woken == [10]
+    assert buf.fetchable(10) == [(A, 18)]  # in flight from here on
+    buf.drain(4)
+    buf.drain(100)
+    assert woken == [10] and buf.position(A) == 18
 
 
 def test_hold_leaves_candidates_for_a_later_fetch() -> None:
     buf = FetchBuffer()
+    buf.PREFETCH_FETCHES = 1  # one fetch of 10 records fills A here
     buf.assign([A, B])
     buf.seek(A, 0)
     buf.seek(B, 0)

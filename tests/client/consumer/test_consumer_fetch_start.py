@@ -58,6 +58,7 @@ def test_caught_up_partitions_are_not_fetched_alone_while_one_of_their_leader_wa
     cache = MetadataCache()
     cache.apply(metadata_response({"t": [1, 1], "u": [2]}), 12, 0)
     buffer = FetchBuffer()
+    buffer.PREFETCH_FETCHES = 1  # A's one fetch of 20 records fills it here
     fetcher = Fetcher(ConsumerConfig.from_mapping({"bootstrap.servers": "h:9", "max.poll.records": 10}), buffer,
                       cache, lambda tp, o: None)  # fmt: skip
     buffer.assign([A, B, C])
@@ -73,3 +74,49 @@ def test_caught_up_partitions_are_not_fetched_alone_while_one_of_their_leader_wa
     nodes = [r.node_id for r in fetcher.poll(0).unsent_requests]
     assert nodes == [2]  # C (leader 2) is fetched; B, caught up, would wait alone at leader 1
     assert buffer.fetchable(10) == [(B, 7)]  # B was left for later, not marked in flight
+
+
+def _fetch_answer(req: UnsentRequest, high_watermark: int, now_ms: int) -> None:
+    """An empty answer (no records) for every partition of ``req``, with this log end."""
+    F: Any = by_name("Fetch").Response
+    topics = [F.FetchableTopicResponse(topic=t.topic, partitions=[
+        F.FetchableTopicResponse.PartitionData(partition_index=p.partition, high_watermark=high_watermark,
+                                               last_stable_offset=high_watermark, records=b"")
+        for p in t.partitions]) for t in req.body.topics]  # fmt: skip
+    answer(req, F(responses=topics), now_ms)
+
+
+def _parts(req: UnsentRequest) -> list[int]:
+    return [p.partition for t in req.body.topics for p in t.partitions]
+
+
+def test_two_fetches_fly_per_leader_only_while_both_return_at_once() -> None:
+    """Issue 14: with records left in every partition (by the last fetch's log end) an idle leader gets two
+    fetches, halves of its partitions, and each is refilled while the other is in flight; a fetch that may
+    wait at the broker (caught-up partitions, or log ends not known yet) flies alone: responses on a
+    connection come in order, so nothing may queue behind one held for ``fetch.max.wait.ms``."""
+    cache = MetadataCache()
+    cache.apply(metadata_response({"t": [1, 1, 1, 1]}), 12, 0)
+    parts = [TopicPartition("t", p) for p in range(4)]
+    buffer = FetchBuffer()
+    fetcher = Fetcher(ConsumerConfig.from_mapping({"bootstrap.servers": "h:9"}), buffer, cache, lambda tp, o: None)
+    buffer.assign(parts)
+    for tp in parts:
+        buffer.seek(tp, 0)
+    first = fetcher.poll(0).unsent_requests
+    assert [_parts(r) for r in first] == [[0, 1, 2, 3]]  # no log end known: one fetch
+    assert fetcher.poll(1).unsent_requests == []  # nothing behind it
+    _fetch_answer(first[0], 100, 2)  # records left everywhere (positions 0, log end 100)
+    halves = fetcher.poll(3).unsent_requests
+    assert [_parts(r) for r in halves] == [[0, 1], [2, 3]]
+    _fetch_answer(halves[0], 100, 4)
+    refill = fetcher.poll(5).unsent_requests
+    assert [_parts(r) for r in refill] == [[0, 1]]  # while [2, 3] is in flight
+    assert fetcher.poll(6).unsent_requests == []  # two in flight: no third
+    _fetch_answer(halves[1], 0, 7)  # 2 and 3 caught up (log end 0)
+    alone = fetcher.poll(8).unsent_requests
+    assert [_parts(r) for r in alone] == [[2, 3]]  # may be held at the broker: it goes last
+    _fetch_answer(refill[0], 0, 9)  # 0 and 1 caught up too
+    assert fetcher.poll(10).unsent_requests == []  # nothing behind the fetch that may be held
+    _fetch_answer(alone[0], 0, 11)
+    assert [_parts(r) for r in fetcher.poll(12).unsent_requests] == [[0, 1, 2, 3]]

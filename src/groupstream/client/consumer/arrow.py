@@ -1,25 +1,29 @@
 """Records as one Arrow record batch, with the columns of Spark's Kafka source, built column by column.
 
-``poll_arrow`` fills a `ColumnBuilder` straight from the fetched batches: the C decoder appends each batch's
-offsets, timestamps, keys and values to Arrow buffers with no Python object per record. Batches it leaves to
-the record decoder (headers, anything unusual, no C decoder) and records decoded already are appended from
-record tuples. ``records_to_arrow`` builds the same columns from record tuples (with deserializers, which
-change what a record holds).
+``poll_arrow`` decodes each fetched partition's batches once (``decode_fetch``) into a `ColumnBuilder`: the C
+decoder appends each batch's offsets, timestamps, keys and values to Arrow buffers with no Python object per
+record. Batches it leaves to the record decoder (headers, anything unusual, no C decoder) and records decoded
+already are appended from record tuples. The fetch buffer then hands out slices of that record batch, at most
+``max.poll.records`` rows a call, without copying; ``join`` copies slices of several fetches into one batch.
+``records_to_arrow`` builds the same columns from record tuples (with deserializers, which change what a
+record holds), and ``arrow_records`` turns rows back into records (``poll`` after ``poll_arrow``).
 """
 
 from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Sequence
 from itertools import accumulate, groupby, islice
 from typing import Any
 
+from groupstream.client.consumer.fetch_buffer import CompletedFetch
 from groupstream.client.consumer.records import ConsumerRecord, Header, batch_records
 from groupstream.protocol.records import RecordBatch
 from groupstream.protocol.records.batch_header import TIMESTAMP_TYPE_BIT
 from groupstream.protocol.records.record import append_batch_columns
 
-__all__ = ["COLUMNS_SUPPORTED", "ColumnBuilder", "records_to_arrow"]
+__all__ = ["COLUMNS_SUPPORTED", "ColumnBuilder", "arrow_records", "decode_fetch", "join", "records_to_arrow"]
 
 _NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 COLUMNS_SUPPORTED = sys.byteorder == "little"
@@ -29,7 +33,7 @@ _INT64_HALF = 1 << 63
 
 
 class ColumnBuilder:
-    """Spark's Kafka columns, appended to batch by batch (a `RecordSink` for ``FetchBuffer.drain_into``)."""
+    """Spark's Kafka columns, appended to batch by batch or from records."""
 
     __slots__ = ("_cols", "_headers", "_rows", "_topics")
 
@@ -89,6 +93,10 @@ class ColumnBuilder:
         else:
             runs.append((topic, rows))
 
+    def offsets(self) -> Sequence[int]:
+        """The offset of every row appended (a view of the offset column's buffer)."""
+        return memoryview(self._cols[0]).cast("q")
+
     def finish(self) -> Any:
         """The columns as one ``pyarrow.RecordBatch`` (the builder's buffers are shared, not copied: it is done)."""
         import pyarrow as pa
@@ -136,6 +144,63 @@ class ColumnBuilder:
         for i, headers in self._headers:
             rows[i] = [{"key": k, "value": v} for k, v in headers]
         return pa.array(rows, pa.list_(header))
+
+
+def decode_fetch(fetch: CompletedFetch) -> None:
+    """Decode what ``fetch`` holds that is not in its ``arrow`` yet (records a ``poll`` decoded, then the
+    batches) into one record batch, its ``arrow``. A batch that does not decode ends it there: raised when no
+    row came before it, else left for the next call, which raises it once the rows before it are taken."""
+    builder = ColumnBuilder()
+    ends: list[int] = []
+    topic, partition = fetch.tp.topic, fetch.tp.partition
+    if fetch.index < len(fetch.records):
+        builder.add_records(fetch.records[fetch.index :])
+        ends.append(len(builder))
+    fetch.records, fetch.index = [], 0
+    batches = fetch.batches
+    while fetch.batch_index < len(batches):
+        batch = batches[fetch.batch_index]
+        try:
+            builder.add_batch(topic, partition, batch, fetch.fetch_offset)
+        except Exception:
+            if len(builder):
+                break
+            raise
+        fetch.batch_index += 1
+        fetch.pending -= batch.header.records_count
+        if len(builder) > (ends[-1] if ends else 0):
+            ends.append(len(builder))
+    fetch.set_arrow(builder.finish(), builder.offsets(), ends)
+
+
+def join(parts: list[Any]) -> Any:
+    """One record batch of ``parts`` (what one ``poll_arrow`` took): the one part as it is, several copied
+    into one; none: an empty batch of the same columns."""
+    import pyarrow as pa
+
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return ColumnBuilder().finish()
+    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
+    if concat is not None:
+        return concat(parts)
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+
+
+def arrow_records(rows: Any) -> list[ConsumerRecord]:
+    """The rows of a ``poll_arrow`` record batch as records again (for a ``poll`` after a ``poll_arrow``
+    decoded the fetch they came from: rare, so built simply, one Python object per value)."""
+    import pyarrow as pa
+
+    def column(name: str) -> list[Any]:
+        return rows.column(name).to_pylist()  # type: ignore[no-any-return]
+
+    micros = rows.column("timestamp").cast(pa.int64()).to_pylist()
+    headers = [tuple((h["key"], h["value"]) for h in hs) for hs in column("headers")]
+    columns = (column("topic"), column("partition"), column("offset"), micros, column("key"), column("value"),
+               headers, column("timestampType"))  # fmt: skip
+    return [ConsumerRecord(t, p, o, us // 1000, k, v, h, tt) for t, p, o, us, k, v, h, tt in zip(*columns, strict=True)]
 
 
 def _binary_column(valid: bytearray, ends: bytearray, data: bytearray, n: int) -> Any:

@@ -47,6 +47,7 @@ log = logging.getLogger("groupstream.client.consumer")
 
 Partitions = Iterable[TopicPartition | tuple[str, int]]
 _WAIT_SLICE_S = 0.1
+_POLL_NOTE_S = 0.01
 
 
 class WakeupError(ClientError):
@@ -96,6 +97,8 @@ class Consumer:
         managers += [self._offsets, fetcher, self._topic_lookups]
         client = NetworkClient(net, self._metadata, monotonic_ms)
         self._thread = NetworkThread(client, managers, self._core.process, name=f"groupstream-consumer-{net.client_id}")
+        self._buffer.on_room = self._thread.wakeup
+        self._poll_noted = -1.0
         self._thread.start()
         self._key_deserializer = cfg.key_deserializer
         self._value_deserializer = cfg.value_deserializer
@@ -236,15 +239,26 @@ class Consumer:
 
     def _wait_for_records(self, timeout: float | None, take: Callable[[], bool]) -> bool:
         """``poll``'s loop: run callbacks, raise pending errors, ``take()`` records; wait for some (at most
-        ``timeout`` seconds, None: no limit) until it took any. Returns whether it did."""
+        ``timeout`` seconds, None: no limit) until it took any. Returns whether it did.
+
+        The network thread hears of the call (``max.poll.interval.ms``, a rejoin): at once, unless it heard of
+        one less than ``_POLL_NOTE_S`` ago, and always before this call waits. Each telling wakes it, and a
+        loop of quick polls that find records at once would wake it once a call for nothing (a drain that
+        makes room for a fetch wakes it anyway, see ``FetchBuffer.on_room``)."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
-        self._post(self._poll_called)
+        now = time.monotonic()
+        deadline = None if timeout is None else now + max(timeout, 0)
+        noted = now - self._poll_noted >= _POLL_NOTE_S  # told in this call
+        if noted:
+            self._note_poll(now)
         while True:
             self._run_tasks()
             self._raise_pending()
             if take():
                 return True
+            if not noted:
+                self._note_poll(now)
+                noted = True
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
@@ -252,6 +266,10 @@ class Consumer:
                 raise WakeupError("wakeup() interrupted poll()")
             if not self._thread.alive:
                 self._check_open()
+
+    def _note_poll(self, now: float) -> None:
+        self._poll_noted = now
+        self._post(self._poll_called)
 
     def metrics(self) -> dict[str, float]:
         """The consumer's measurements by Kafka's metric names: ``records-lag-max`` (the largest lag among its
@@ -278,14 +296,22 @@ class Consumer:
     def poll_arrow(self, timeout: float | None = 1.0) -> Any:
         """Like ``poll``, as one ``pyarrow.RecordBatch`` with Spark's Kafka columns (key, value, topic,
         partition, offset, timestamp, timestampType, headers)."""
-        from groupstream.client.consumer.arrow import COLUMNS_SUPPORTED, ColumnBuilder, records_to_arrow
+        from groupstream.client.consumer.arrow import COLUMNS_SUPPORTED, decode_fetch, join, records_to_arrow
 
         if self._key_deserializer is not None or self._value_deserializer is not None or not COLUMNS_SUPPORTED:
             return records_to_arrow(self.poll(timeout).to_list())
-        builder = ColumnBuilder()
+        parts: list[Any] = []
         max_records = self.config.max_poll_records
-        self._wait_for_records(timeout, lambda: self._buffer.drain_into(max_records, builder) > 0)
-        return builder.finish()
+
+        def take() -> bool:
+            nonlocal parts
+            parts = self._buffer.drain_arrow(max_records, decode_fetch)
+            return bool(parts)
+
+        self._wait_for_records(timeout, take)
+        rows = join(parts)
+        self._metrics.polled(rows.num_rows, monotonic_ms())
+        return rows
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._closed:
