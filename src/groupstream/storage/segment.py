@@ -99,6 +99,7 @@ class Segment:
         # Flush bookkeeping, shared with the flushing thread under the log's lock.
         self.write_gen = 0
         self.flushed_gen = 0
+        self.indexes_synced_gen = 0  # the write_gen whose index files were fsynced too (see dup_fds)
         self.deleted = False
         self._torn = False  # a failed write left bytes past ``size`` that are not cut off yet
         self.holes: list[Hole] = []  # in file order
@@ -138,6 +139,10 @@ class Segment:
     @property
     def dirty(self) -> bool:
         return self.write_gen != self.flushed_gen
+
+    @property
+    def indexes_dirty(self) -> bool:
+        return self.write_gen != self.indexes_synced_gen
 
     # -- building state -------------------------------------------------------------------------------
 
@@ -547,8 +552,11 @@ class Segment:
 
     # -- file lifetime --------------------------------------------------------------------------------
 
-    def dup_fds(self) -> list[int]:
+    def dup_fds(self, indexes: bool = True) -> list[int]:
+        """Duplicates of the descriptors a flush fsyncs: the log's, and the index files' with ``indexes``."""
         fds = [os.dup(self.log_fd)]
+        if not indexes:
+            return fds
         for index in (self.offset_index, self.time_index):
             fd = index.dup_fd()
             if fd is not None:
