@@ -1,0 +1,40 @@
+"""What the driver side of the Spark source imports.
+
+Spark starts a fresh Python process on the driver for every streaming query (its source runner), which imports
+``groupstream.spark.source`` before the query's first micro-batch. The tasks' reader (our Consumer and
+pyarrow.compute) and the writers (our Producer) are imported where they run, so they are not part of that
+per-query cost: this test fails if a module-level import brings them back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+TASK_ONLY = (
+    "groupstream.spark.executor",
+    "groupstream.spark.sink",
+    "groupstream.spark.kafka_eos",
+    "groupstream.client.consumer.consumer",
+    "groupstream.client.producer",
+    "pyarrow.compute",
+)
+
+
+def test_the_source_module_leaves_the_task_and_writer_code_unimported() -> None:
+    code = (
+        "import json, sys; import groupstream.spark.source; "
+        f"print(json.dumps([m for m in {list(TASK_ONLY)!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(done.stdout) == []
+
+
+def test_the_read_spec_is_still_reachable_from_the_executor() -> None:
+    from groupstream.spark.executor import ReadSpec
+    from groupstream.spark.planning import ReadSpec as Planned
+
+    assert ReadSpec is Planned
