@@ -8,6 +8,7 @@ every other append of the moment); otherwise after the bytes are written to the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -177,19 +178,43 @@ def _produce(broker: Broker, request: Request, refused: dict[TopicPartition, tup
     if not waits:
         return body
 
-    async def after_flush() -> ProduceResponse:
-        outcomes = await asyncio.gather(*(w for _, _, w in waits), return_exceptions=True)
-        for (t, p, _), outcome in zip(waits, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, StorageError):
-                    raise outcome
-                # Appended but not known durable: the producer retries, and an idempotent retry is
-                # answered as a duplicate once the flush succeeds (or fails again while it does not).
-                answered = parts_out[t]  # the list the response holds: answered in place
-                answered[p] = _storage_error(answered[p].index, outcome)
-        return body
+    return _after_flush(body, waits, parts_out)
 
-    return asyncio.ensure_future(after_flush())
+
+def _after_flush(
+    body: ProduceResponse,
+    waits: list[tuple[int, int, asyncio.Future[None]]],
+    parts_out: list[list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse]],
+) -> asyncio.Future[ProduceResponse]:
+    """The response, once every partition's flush has settled: a plain future settled from the flushes' own
+    callbacks, not a task gathering them, which took two more turns of the event loop between the fsync and
+    the answer (about a millisecond each while the loop appends megabyte requests)."""
+    answer: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
+    left = len(waits)
+
+    def settled(t: int, p: int, wait: asyncio.Future[None]) -> None:
+        nonlocal left
+        if answer.done():  # the connection closed and cancelled it
+            return
+        if wait.cancelled():
+            answer.cancel()
+            return
+        outcome = wait.exception()
+        if outcome is not None:
+            if not isinstance(outcome, StorageError):
+                answer.set_exception(outcome)
+                return
+            # Appended but not known durable: the producer retries, and an idempotent retry is answered as a
+            # duplicate once the flush succeeds (or fails again while it does not).
+            answered = parts_out[t]  # the list the response holds: answered in place
+            answered[p] = _storage_error(answered[p].index, outcome)
+        left -= 1
+        if not left:
+            answer.set_result(body)
+
+    for t, p, wait in waits:
+        wait.add_done_callback(functools.partial(settled, t, p))
+    return answer
 
 
 def _append(broker: Broker, plog: PartitionLog, records: Buffer | None, now: int, tid: str | None
