@@ -2,8 +2,9 @@
 
 Spark starts a fresh Python process on the driver for every streaming query (its source runner), which imports
 ``groupstream.spark.source`` before the query's first micro-batch. The tasks' reader (our Consumer and
-pyarrow.compute) and the writers (our Producer) are imported where they run, so they are not part of that
-per-query cost: this test fails if a module-level import brings them back.
+pyarrow.compute), the writers (our Producer) and the region-table reader (the region ledger, our storage) are
+imported where they run, so they are not part of that per-query cost: this test fails if a module-level import
+brings them back.
 """
 
 from __future__ import annotations
@@ -12,20 +13,22 @@ import json
 import subprocess
 import sys
 
-TASK_ONLY = (
+NOT_AT_LOAD = (
     "groupstream.spark.executor",
     "groupstream.spark.sink",
     "groupstream.spark.kafka_eos",
     "groupstream.client.consumer.consumer",
     "groupstream.client.producer",
     "pyarrow.compute",
+    "groupstream.spark.region_reader",
+    "groupstream.storage",
 )
 
 
-def test_the_source_module_leaves_the_task_and_writer_code_unimported() -> None:
+def test_the_source_module_leaves_the_task_writer_and_region_code_unimported() -> None:
     code = (
         "import json, sys; import groupstream.spark.source; "
-        f"print(json.dumps([m for m in {list(TASK_ONLY)!r} if m in sys.modules]))"
+        f"print(json.dumps([m for m in {list(NOT_AT_LOAD)!r} if m in sys.modules]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -62,7 +62,9 @@ from groupstream.spark.planning import (
     to_spark_offsets,
     topic_ids_of,
 )
-from groupstream.spark.region_reader import RegionReaderCore
+
+if TYPE_CHECKING:
+    from groupstream.spark.region_reader import RegionReaderCore
 
 __all__ = ["FORMAT", "GroupstreamDataSource"]
 
@@ -217,16 +219,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: Cluster | None = None
         self._target: Position | None = None  # Trigger.AvailableNow's end
         self._progress: dict[TopicPartition, int] | None = None  # last offsets committed to group.id
-        self._region = (
-            None
-            if options.region_table is None
-            else RegionReaderCore(
+        self._region: RegionReaderCore | None = None
+        if options.region_table is not None:  # its module (region ledger, storage) only for region tables
+            from groupstream.spark.region_reader import RegionReaderCore
+
+            self._region = RegionReaderCore(
                 options,
                 lambda tps: _resolve(self.cluster, options, tps, "starting"),
                 lambda: self.cluster.view(),
                 lambda tps: self.cluster.earliest(tps),
             )
-        )
 
     @property
     def cluster(self) -> Cluster:
