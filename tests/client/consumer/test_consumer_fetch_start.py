@@ -93,8 +93,9 @@ def _parts(req: UnsentRequest) -> list[int]:
 def test_two_fetches_fly_per_leader_only_while_both_return_at_once() -> None:
     """Issue 14: with records left in every partition (by the last fetch's log end) an idle leader gets two
     fetches, halves of its partitions, and each is refilled while the other is in flight; a fetch that may
-    wait at the broker (caught-up partitions, or log ends not known yet) flies alone: responses on a
-    connection come in order, so nothing may queue behind one held for ``fetch.max.wait.ms``."""
+    wait at the broker (caught-up partitions, or log ends not known yet) goes only to an idle leader and flies
+    alone: responses on a connection come in order, so nothing may queue behind one held for
+    ``fetch.max.wait.ms``, and it must not hold back the next fetch of partitions that have records."""
     cache = MetadataCache()
     cache.apply(metadata_response({"t": [1, 1, 1, 1]}), 12, 0)
     parts = [TopicPartition("t", p) for p in range(4)]
@@ -114,9 +115,10 @@ def test_two_fetches_fly_per_leader_only_while_both_return_at_once() -> None:
     assert [_parts(r) for r in refill] == [[0, 1]]  # while [2, 3] is in flight
     assert fetcher.poll(6).unsent_requests == []  # two in flight: no third
     _fetch_answer(halves[1], 0, 7)  # 2 and 3 caught up (log end 0)
-    alone = fetcher.poll(8).unsent_requests
-    assert [_parts(r) for r in alone] == [[2, 3]]  # may be held at the broker: it goes last
+    assert fetcher.poll(8).unsent_requests == []  # it may be held at the broker: not while [0, 1] flies
     _fetch_answer(refill[0], 0, 9)  # 0 and 1 caught up too
-    assert fetcher.poll(10).unsent_requests == []  # nothing behind the fetch that may be held
-    _fetch_answer(alone[0], 0, 11)
-    assert [_parts(r) for r in fetcher.poll(12).unsent_requests] == [[0, 1, 2, 3]]
+    alone = fetcher.poll(10).unsent_requests
+    assert [_parts(r) for r in alone] == [[0, 1, 2, 3]]  # to the idle node, alone
+    assert fetcher.poll(11).unsent_requests == []  # nothing behind the fetch that may be held
+    _fetch_answer(alone[0], 5, 12)  # records arrived meanwhile
+    assert [_parts(r) for r in fetcher.poll(13).unsent_requests] == [[0, 1], [2, 3]]

@@ -95,19 +95,28 @@ class Fetcher:
             self._metadata.request_update()
         requests = []
         for node, parts in sorted(by_node.items()):
+            if self._in_flight.get(node, 0) and not self._sure(parts):
+                for tp, _ in parts:  # it may wait at the broker: only alone, not before others' next fetches
+                    self._buffer.fetch_failed(tp)
+                continue
             for group in self._split(node, parts):
-                sure = any(position < self._log_end.get(tp, position) for tp, position in group)
-                requests.append(self._request(node, group, now_ms, sure))
+                requests.append(self._request(node, group, now_ms, self._sure(group)))
         return PollResult(requests, next_poll_delay_ms=self._cfg.network.retry_backoff_ms if missing_leader else None)
 
     def _may_send(self, node: int) -> bool:
         """Up to two fetches in flight per node, so the broker prepares one while the application thread takes
         the other's records (one at a time left the connection idle for a round trip per fetch: 4-8 ms for
         6 MB here, most of a 1,000,000-record read). A second goes only behind a fetch that returns at once
-        (one of its partitions had records left, by the last fetch's log end): a fetch of caught-up
-        partitions waits at the broker for ``fetch.max.wait.ms``, and responses on a connection come in order."""
+        and only if it returns at once itself (see ``_sure``): a fetch of caught-up partitions waits at the
+        broker for ``fetch.max.wait.ms``, and responses on a connection come in order, so nothing may queue
+        behind it, and it is sent only to an idle node (else the next fetches of partitions with records
+        would wait behind it: measured, half-second stalls in a 0.1 s read)."""
         flying = self._in_flight.get(node, 0)
         return flying == 0 or (flying < _FETCHES_PER_NODE and node not in self._unsure)
+
+    def _sure(self, parts: list[tuple[TopicPartition, int]]) -> bool:
+        """Whether a fetch of ``parts`` returns at once: one of them has records left by its last log end."""
+        return any(position < self._log_end.get(tp, position) for tp, position in parts)
 
     def _split(self, node: int, parts: list[tuple[TopicPartition, int]]) -> list[list[tuple[TopicPartition, int]]]:
         """The fetches to send to an idle node: two halves when every partition has records left (so both
