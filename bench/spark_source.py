@@ -147,47 +147,63 @@ def spark_session(jars: Sequence[Path] = ()) -> Any:
     return spark
 
 
-def _observed(df: Any, name: str) -> Any:
+def _observed(df: Any, name: Any) -> Any:
+    """``df`` with its rows counted and its values' lengths summed as metrics ``name`` (a name, or an Observation)."""
     from pyspark.sql import functions as F
 
     return df.observe(name, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
 
 
 def spark_batch(spark: Any, bootstrap: str, topic: str, fmt: str = "groupstream") -> tuple[float, tuple[int, int]]:
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
 
     df = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+    return timed_noop(df)
+
+
+def timed_noop(df: Any) -> tuple[float, tuple[int, int]]:
+    """``df`` written to Spark's ``noop`` sink, its rows counted and their values' lengths summed on the way."""
+    from pyspark.sql import Observation
+
     seen = Observation("read")
-    observed = df.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
+    observed = _observed(df, seen)
     t0 = time.perf_counter()
     observed.write.format("noop").mode("overwrite").save()
     secs = time.perf_counter() - t0
     return secs, (int(seen.get["rows"]), int(seen.get["size"]))
 
 
+READY_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+
+
+def ready_partitions(total: int, partitions: int) -> list[Any]:
+    """``total`` rows shared out over ``partitions`` tasks (the ceilings' plan)."""
+    from pyspark.sql.datasource import InputPartition
+
+    share, extra = divmod(total, partitions)
+    return [InputPartition(share + (1 if i < extra else 0)) for i in range(partitions)]
+
+
+def ready_rows(rows: int, size: int) -> Any:
+    """A ceiling task's read: the same ready Arrow batch again and again, ``rows`` rows in all."""
+    from groupstream.spark.executor import arrow_schema
+
+    full = ready_batch(min(ARROW_ROWS, rows), size, arrow_schema(False))
+    while rows > 0:
+        yield full if rows >= full.num_rows else full.slice(0, rows)
+        rows -= full.num_rows
+
+
 def spark_ceiling(spark: Any, n: int, size: int, partitions: int) -> tuple[float, tuple[int, int]]:
     """What Spark itself costs: a Python data source whose tasks yield ready Arrow batches of the source's
     schema and shape (``n`` rows over ``partitions`` tasks, the same batch again and again), into ``noop``."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-    schema_text = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 
     class Reader(DataSourceReader):
         def partitions(self) -> list[InputPartition]:
-            share, extra = divmod(n, partitions)
-            return [InputPartition(share + (1 if i < extra else 0)) for i in range(partitions)]
+            return ready_partitions(n, partitions)
 
         def read(self, partition: InputPartition) -> Any:
-            from groupstream.spark.executor import arrow_schema
-
-            rows = partition.value
-            full = ready_batch(min(ARROW_ROWS, rows), size, arrow_schema(False))
-            while rows > 0:
-                yield full if rows >= full.num_rows else full.slice(0, rows)
-                rows -= full.num_rows
+            return ready_rows(partition.value, size)
 
     class Ready(DataSource):
         @classmethod
@@ -195,19 +211,13 @@ def spark_ceiling(spark: Any, n: int, size: int, partitions: int) -> tuple[float
             return "groupstream-bench-ready"
 
         def schema(self) -> str:
-            return schema_text
+            return READY_SCHEMA
 
         def reader(self, schema: Any) -> DataSourceReader:
             return Reader()
 
     spark.dataSource.register(Ready)
-    seen = Observation("ready")
-    df = spark.read.format("groupstream-bench-ready").load()
-    observed = df.observe(seen, F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("size"))
-    t0 = time.perf_counter()
-    observed.write.format("noop").mode("overwrite").save()
-    secs = time.perf_counter() - t0
-    return secs, (int(seen.get["rows"]), int(seen.get["size"]))
+    return timed_noop(spark.read.format("groupstream-bench-ready").load())
 
 
 def spark_stream_ceiling(spark: Any, n: int, size: int, partitions: int, checkpoint: Path) -> tuple[float, tuple[int, int]]:
@@ -215,8 +225,6 @@ def spark_stream_ceiling(spark: Any, n: int, size: int, partitions: int, checkpo
     micro-batch of ``n`` rows over ``partitions`` tasks) whose tasks yield ready Arrow batches, into ``noop``."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
-
-    schema_text = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 
     class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def initialOffset(self) -> dict[str, int]:
@@ -232,18 +240,10 @@ def spark_stream_ceiling(spark: Any, n: int, size: int, partitions: int, checkpo
             return {"rows": n}
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-            total = end["rows"] - start["rows"]
-            share, extra = divmod(total, partitions)
-            return [InputPartition(share + (1 if i < extra else 0)) for i in range(partitions)]
+            return ready_partitions(end["rows"] - start["rows"], partitions)
 
         def read(self, partition: InputPartition) -> Any:
-            from groupstream.spark.executor import arrow_schema
-
-            rows = partition.value
-            full = ready_batch(min(ARROW_ROWS, rows), size, arrow_schema(False))
-            while rows > 0:
-                yield full if rows >= full.num_rows else full.slice(0, rows)
-                rows -= full.num_rows
+            return ready_rows(partition.value, size)
 
         def commit(self, end: dict[str, int]) -> None:
             pass
@@ -254,7 +254,7 @@ def spark_stream_ceiling(spark: Any, n: int, size: int, partitions: int, checkpo
             return "groupstream-bench-ready-stream"
 
         def schema(self) -> str:
-            return schema_text
+            return READY_SCHEMA
 
         def streamReader(self, schema: Any) -> DataSourceStreamReader:
             return Reader()

@@ -21,7 +21,8 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from groupstream.broker.authentication import RawTokens, SaslConnection
 from groupstream.broker.socket_writer import SocketWriter
@@ -46,6 +47,7 @@ NO_RESPONSE: Any = object()
 _MAX_IN_FLIGHT = 256  # stop reading a connection with this many unanswered requests
 _MAX_UNSENT_BYTES = 64 * 1024 * 1024  # ... or with this much response data the peer has not taken yet
 _READ_SIZE = 256 * 1024  # bytes per read, as asyncio's transports read
+_Got = TypeVar("_Got", bytes, int)  # what one read gives: the bytes (recv) or their count (recv_into)
 ANONYMOUS = "User:ANONYMOUS"
 _LINGER_S = 1.0  # how long a refused client has to hang up by itself (see KafkaConnection._linger)
 
@@ -148,17 +150,9 @@ class KafkaConnection:
         if self._tls is None and self._raw is None and (self._sasl is None or self._sasl.authenticated):
             self._read_into()
             return
-        try:
-            data = self._sock.recv(_READ_SIZE)
-        except (BlockingIOError, InterruptedError):
+        data = self._recv(lambda: self._sock.recv(_READ_SIZE))
+        if data is None:
             return
-        except OSError as e:  # a reset is how many clients hang up
-            self._abort(f"read failed: {e}", logging.DEBUG)
-            return
-        if not data:
-            self._abort("the client closed the connection", logging.DEBUG)
-            return
-        self.last_active = self._loop.time()
         if self._tls is not None:
             self._tls_received(data)
             return
@@ -171,19 +165,27 @@ class KafkaConnection:
         buffer and sliced out of it again. (Before SASL authentication ends, reads stay small, so that
         ``sasl.server.max.receive.size`` bounds what a client can make the broker hold.)"""
         conn = self._conn
-        try:
-            n = self._sock.recv_into(conn.recv_buffer())
-        except (BlockingIOError, InterruptedError):
+        n = self._recv(lambda: self._sock.recv_into(conn.recv_buffer()))
+        if n is None:
             return
-        except OSError as e:  # a reset is how many clients hang up
-            self._abort(f"read failed: {e}", logging.DEBUG)
-            return
-        if not n:
-            self._abort("the client closed the connection", logging.DEBUG)
-            return
-        self.last_active = self._loop.time()
         conn.advance(n)
         self._take_requests()
+
+    def _recv(self, read: Callable[[], _Got]) -> _Got | None:
+        """One read from the socket; None when there was nothing to read or the connection ended (it is
+        aborted then: a reset or an orderly close is how many clients hang up)."""
+        try:
+            got = read()
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as e:
+            self._abort(f"read failed: {e}", logging.DEBUG)
+            return None
+        if not got:
+            self._abort("the client closed the connection", logging.DEBUG)
+            return None
+        self.last_active = self._loop.time()
+        return got
 
     # --- TLS ---------------------------------------------------------------------------------------------------
 
