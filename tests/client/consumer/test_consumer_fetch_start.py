@@ -122,3 +122,16 @@ def test_two_fetches_fly_per_leader_only_while_both_return_at_once() -> None:
     assert fetcher.poll(11).unsent_requests == []  # nothing behind the fetch that may be held
     _fetch_answer(alone[0], 5, 12)  # records arrived meanwhile
     assert [_parts(r) for r in fetcher.poll(13).unsent_requests] == [[0, 1], [2, 3]]
+
+
+def test_partitions_without_a_position_are_reset_by_one_lookup() -> None:
+    """One ListOffsets for all of a leader's partitions to reset (one a partition made the first fetch carry
+    only those answered first, and the rest wait a round trip)."""
+    cache = MetadataCache()
+    cache.apply(metadata_response({"t": [1, 1], "u": [1]}), 12, 0)
+    buffer = FetchBuffer()
+    offsets = OffsetsManager(buffer, cache, None, "earliest", 0, 100, 30_000)
+    buffer.assign([A, B, C])
+    requests = offsets.poll(0).unsent_requests
+    assert [r.node_id for r in requests] == [1]
+    assert offsets.poll(1).unsent_requests == []

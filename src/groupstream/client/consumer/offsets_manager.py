@@ -101,20 +101,28 @@ class OffsetsManager:
         self._reset_to(tp, spec, expected=offset)
 
     def _reset_to(self, tp: TopicPartition, spec: int, expected: int | None) -> None:
+        self._reset_lookup({tp: spec}, expected)
+
+    def _reset_lookup(self, specs: dict[TopicPartition, int], expected: int | None) -> None:
+        """Move ``specs``' partitions to the offsets ListOffsets finds, in one lookup: a consumer's partitions
+        get their positions from one response, so its first fetch asks for all of them (one lookup a
+        partition made the first fetch carry those answered first, and the rest wait a round trip)."""
+
         def done(found: Found, error: BaseException | None) -> None:
-            self._initializing.discard(tp)
-            if error is not None:
-                self._buffer.add_error(error)
-                return
-            offset = found.get(tp, (-1, -1))[0]
-            if offset >= 0:
+            self._initializing.difference_update(specs)
+            for tp in specs:
+                offset = found.get(tp, (-1, -1))[0]
+                if offset < 0:
+                    continue
                 if expected is None:
                     self._buffer.seek(tp, offset, only_unset=True)
                 else:
                     self._buffer.seek(tp, offset, expected=expected)
+            if error is not None:
+                self._buffer.add_error(error)
 
-        self._initializing.add(tp)
-        self._lookups.append(_Lookup({tp: spec}, done, 2**62))
+        self._initializing.update(specs)
+        self._lookups.append(_Lookup(dict(specs), done, 2**62))
 
     # --- the request manager -------------------------------------------------------------------------------
 
@@ -192,8 +200,7 @@ class OffsetsManager:
             self._buffer.add_error(NoOffsetForPartitionError(names, why))
             return
         spec = EARLIEST if self._reset == "earliest" else LATEST
-        for tp in partitions:
-            self._reset_to(tp, spec, expected=None)
+        self._reset_lookup(dict.fromkeys(partitions, spec), expected=None)
 
     def _request(self, lookup: _Lookup, node: int, specs: dict[TopicPartition, int]) -> UnsentRequest:
         isolation = self._isolation
