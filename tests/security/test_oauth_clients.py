@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from oauth_tokens import AUDIENCE, ISSUER, Issuer, unsecured
-from test_peer_clients import confluent_seen
+from test_peer_clients import confluent_read, confluent_seen
 from tls_pki import Pki
 
 from groupstream.broker.node import Broker
@@ -144,14 +144,7 @@ def run_confluent(o: OAuthBroker, mode: str, topic: str, group: str, values: lis
     assert producer.flush(30) == 0
     consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < len(values) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    return got
+    return confluent_read(consumer, len(values))
 
 
 def run_kafka_python(o: OAuthBroker, mode: str, topic: str, group: str, values: list[bytes]) -> list[bytes]:

@@ -126,9 +126,14 @@ def run_confluent(s: Secure, mode: str, topic: str, group: str, values: list[byt
     assert producer.flush(30) == 0
     consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
+    return confluent_read(consumer, len(values))
+
+
+def confluent_read(consumer: Any, want: int, timeout_s: float = 60) -> list[bytes]:
+    """The values a confluent-kafka consumer reads until it has ``want`` (or ``timeout_s`` ends); closes it."""
     got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < len(values) and time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             got.append(msg.value())
@@ -399,12 +404,6 @@ def test_large_requests_over_tls_arrive_whole_and_in_order(secure: Secure, mode:
     assert producer.flush(60) == 0
     consumer = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < len(values) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
+    got = confluent_read(consumer, len(values))
     first_wrong = next((i for i, (a, b) in enumerate(zip(got, values, strict=False)) if a != b), len(got))
     assert got == values, f"{len(got)} of {len(values)} records back, the first difference at {first_wrong}"
