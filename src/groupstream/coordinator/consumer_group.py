@@ -17,15 +17,15 @@ makes it Reconciling; otherwise Stable. ``transition_to`` checks each change aga
 from __future__ import annotations
 
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from enum import Enum
-from itertools import repeat
 from operator import itemgetter
 
 from groupstream.assignment.registry import DEFAULT_SERVER_ASSIGNOR
 from groupstream.coordinator.consumer_partitions import PartitionSet, group_numbers
+from groupstream.coordinator.partition_owners import OwnersView, TopicIdPartition, TopicOwners
 from groupstream.coordinator.reconcile import NO_EPOCHS, NO_PARTITIONS, MemberAssignment, MemberState
 from groupstream.protocol.consumer_group_records import (
     CurrentMemberAssignmentValue,
@@ -52,7 +52,6 @@ __all__ = [
     "to_topic_partitions",
 ]
 
-TopicIdPartition = tuple[uuid.UUID, int]
 
 
 class ConsumerGroupState(Enum):
@@ -315,85 +314,6 @@ class ConsumerMember:
         return self.assignment.state is MemberState.STABLE
 
 
-class _TopicOwners:
-    """Who holds each partition of one topic, by partition number (None: nobody), and how many are held.
-
-    A list, one pointer per partition, where a dict of int keys cost about four times as much (the index was
-    a third of a member's memory); filled and emptied in C (``map`` over the numbers). Partition numbers
-    come from the group's partition metadata (bounded by the topic's partition count); negative ones, which
-    no valid record holds, are ignored."""
-
-    __slots__ = ("held", "owner")
-
-    def __init__(self) -> None:
-        self.owner: list[str | None] = []
-        self.held = 0
-
-    def get(self, n: int) -> str | None:
-        owner = self.owner
-        return owner[n] if 0 <= n < len(owner) else None
-
-    def owners_of(self, numbers: list[int]) -> list[str | None]:
-        owner = self.owner
-        if numbers and min(numbers) >= 0 and max(numbers) < len(owner):
-            return list(map(owner.__getitem__, numbers))
-        return [self.get(n) for n in numbers]
-
-    def own(self, numbers: list[int], member_id: str) -> None:
-        if numbers and min(numbers) < 0:
-            numbers = [n for n in numbers if n >= 0]
-        if not numbers:
-            return
-        owner = self.owner
-        top = max(numbers)
-        if top >= len(owner):
-            owner.extend([None] * (top + 1 - len(owner)))
-        self.held += list(map(owner.__getitem__, numbers)).count(None)
-        deque(map(owner.__setitem__, numbers, repeat(member_id)), maxlen=0)
-
-    def disown(self, numbers: list[int], member_id: str) -> None:
-        """Release what ``member_id`` holds of ``numbers`` (another member's hold stays)."""
-        previous = self.owners_of(numbers)
-        if previous.count(member_id) == len(previous):
-            deque(map(self.owner.__setitem__, numbers, repeat(None)), maxlen=0)
-            self.held -= len(numbers)
-            return
-        for n, o in zip(numbers, previous, strict=True):
-            if o == member_id:
-                self.owner[n] = None
-                self.held -= 1
-
-
-class _OwnersView(Mapping[TopicIdPartition, str]):
-    """The per-topic owners index read as one mapping of (topic id, partition) -> member id."""
-
-    __slots__ = ("_by_topic",)
-
-    def __init__(self, by_topic: dict[uuid.UUID, _TopicOwners]) -> None:
-        self._by_topic = by_topic
-
-    def __getitem__(self, partition: TopicIdPartition) -> str:
-        found = self._by_topic.get(partition[0])
-        owner = None if found is None else found.get(partition[1])
-        if owner is None:
-            raise KeyError(partition)
-        return owner
-
-    def get(self, partition: TopicIdPartition, default: str | None = None) -> str | None:  # type: ignore[override]
-        found = self._by_topic.get(partition[0])
-        owner = None if found is None else found.get(partition[1])
-        return default if owner is None else owner
-
-    def __iter__(self) -> Iterator[TopicIdPartition]:
-        for topic_id, found in self._by_topic.items():
-            for n, owner in enumerate(found.owner):
-                if owner is not None:
-                    yield topic_id, n
-
-    def __len__(self) -> int:
-        return sum(found.held for found in self._by_topic.values())
-
-
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupSnapshot:
     """A group's durable state, comparable: replaying the same records yields an equal snapshot."""
@@ -425,7 +345,7 @@ class ConsumerGroup:
         # Derived from the members, kept in step by the apply_* methods.
         # Topic id -> partition number -> the member holding it (assigned or pending revocation): by number,
         # so that a lookup hashes an int in C rather than a (UUID, int) pair (UUID's hash is Python code).
-        self._owners: dict[uuid.UUID, _TopicOwners] = {}
+        self._owners: dict[uuid.UUID, TopicOwners] = {}
         self.static_members: dict[str, str] = {}
         self.topic_subscribers: Counter[str] = Counter()
         self.regex_subscribers: Counter[str] = Counter()
@@ -615,7 +535,7 @@ class ConsumerGroup:
         for topic_id, numbers in numbers_by_topic(partitions).items():
             found = owners.get(topic_id)
             if found is None:
-                found = owners[topic_id] = _TopicOwners()
+                found = owners[topic_id] = TopicOwners()
             found.own(numbers, member_id)
             if not found.held:
                 del owners[topic_id]
@@ -653,7 +573,7 @@ class ConsumerGroup:
     def owners(self) -> Mapping[TopicIdPartition, str]:
         """Partition -> the member holding it (assigned or pending revocation): a read-only view of the index
         (``get`` is ``owner_of``); handlers asking about a whole set use ``held_elsewhere``."""
-        return _OwnersView(self._owners)
+        return OwnersView(self._owners)
 
     def has_owners(self) -> bool:
         return bool(self._owners)

@@ -10,7 +10,6 @@ revoke within its rebalance timeout, is fenced: its records are deleted and the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,6 @@ from groupstream.coordinator.consumer_group import (
     ConsumerMember,
     PartitionSet,
     TopicIdPartition,
-    from_topic_partitions,
     preferred_assignor,
     to_topic_partitions,
 )
@@ -36,6 +34,7 @@ from groupstream.coordinator.consumer_records import (
     target_member_record,
 )
 from groupstream.coordinator.context import Op
+from groupstream.coordinator.heartbeat_checks import HeartbeatRefused, check_epoch, owned_partitions, validate
 from groupstream.coordinator.migration import Refused, downgrade, upgrade
 from groupstream.coordinator.reconcile import (
     NO_PARTITIONS,
@@ -72,7 +71,6 @@ from groupstream.protocol.messages.consumer_group_heartbeat import LEAVE_EPOCH, 
 __all__ = ["CONSUMER_GROUP_HEARTBEAT", "ClassicJoin", "ConsumerMembership", "HeartbeatRefused"]
 
 E = ErrorCode
-_CLIENT_GENERATED_MEMBER_ID_FROM = 1  # KIP-1082: from v1 the client names itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,76 +81,6 @@ class ClassicJoin:
     protocols: tuple[ClassicProtocol, ...]
     session_timeout_ms: int
     replaces_static: bool = False
-
-
-class HeartbeatRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def validate(body: Any, version: int) -> None:
-    """Kafka's checks, in Kafka's order, with Kafka's messages."""
-    epoch = int(body.member_epoch)
-    if (version >= _CLIENT_GENERATED_MEMBER_ID_FROM or epoch > 0 or epoch == LEAVE_EPOCH) and not body.member_id:
-        raise HeartbeatRefused(E.INVALID_REQUEST, "MemberId can't be empty.")
-    if not body.group_id:
-        raise HeartbeatRefused(E.INVALID_REQUEST, "GroupId can't be empty.")
-    if body.instance_id == "":
-        raise HeartbeatRefused(E.INVALID_REQUEST, "InstanceId can't be empty.")
-    if body.rack_id == "":
-        raise HeartbeatRefused(E.INVALID_REQUEST, "RackId can't be empty.")
-    regex = getattr(body, "subscribed_topic_regex", None)
-    if epoch == 0:
-        if body.rebalance_timeout_ms == -1:
-            raise HeartbeatRefused(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-        if body.topic_partitions is None or len(body.topic_partitions) > 0:
-            raise HeartbeatRefused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-        if body.subscribed_topic_names is None and regex is None:
-            raise HeartbeatRefused(
-                E.INVALID_REQUEST,
-                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
-            )
-    elif epoch == STATIC_LEAVE_EPOCH:
-        if body.instance_id is None:
-            raise HeartbeatRefused(E.INVALID_REQUEST, "InstanceId can't be null.")
-    elif epoch < STATIC_LEAVE_EPOCH:
-        raise HeartbeatRefused(E.INVALID_REQUEST, "MemberEpoch is invalid.")
-    if body.server_assignor is not None and body.server_assignor not in SERVER_ASSIGNORS:
-        raise HeartbeatRefused(
-            E.UNSUPPORTED_ASSIGNOR,
-            f"ServerAssignor {body.server_assignor} is not supported. "
-            f"Supported assignors: {', '.join(SERVER_ASSIGNORS)}.",
-        )
-    if regex:
-        try:
-            re.compile(regex)
-        except re.error as e:
-            raise HeartbeatRefused(
-                E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}."
-            ) from None
-
-
-def _owned(body: Any) -> PartitionSet | None:
-    return None if body.topic_partitions is None else from_topic_partitions(body.topic_partitions)
-
-
-def _check_epoch(member: ConsumerMember, received: int, owned: PartitionSet | None) -> None:
-    a = member.assignment
-    if received > a.epoch:
-        raise HeartbeatRefused(
-            E.FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a greater member epoch ({received}) than the one known by the group "
-            f"coordinator ({a.epoch}). The member must abandon all its partitions and rejoin.",
-        )
-    if received < a.epoch and (received != a.previous_epoch or owned is None or not owned <= a.assigned):
-        # The previous epoch with a subset of the assignment is accepted: the answer that bumped it was lost.
-        raise HeartbeatRefused(
-            E.FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a smaller member epoch ({received}) than the one known by the group "
-            f"coordinator ({a.epoch}). The member must abandon all its partitions and rejoin.",
-        )
 
 
 _Subscription = tuple[tuple[str, ...], str | None]
@@ -388,7 +316,7 @@ class ConsumerMembership:
         cfg = op.ctx.config
         group_id, member_id, epoch = str(body.group_id), str(body.member_id), int(body.member_epoch)
         instance_id = body.instance_id
-        owned = _owned(body)
+        owned = owned_partitions(body)
         records: list[CoordinatorRecord] = []
         if isinstance(found, ConsumerGroup):
             group = found
@@ -423,7 +351,7 @@ class ConsumerMembership:
             if epoch != 0:
                 if member is None:
                     raise HeartbeatRefused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-                _check_epoch(member, epoch, owned)
+                check_epoch(member, epoch, owned)
         else:
             existing = group.static_member(instance_id)
             member = group.members.get(member_id)
@@ -450,7 +378,7 @@ class ConsumerMembership:
                         f"{existing.member_id}.",
                     )
                 member = existing
-                _check_epoch(member, epoch, owned)
+                check_epoch(member, epoch, owned)
         is_new = member is None
         if member is None:
             member = ConsumerMember(member_id)
