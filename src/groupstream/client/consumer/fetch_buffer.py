@@ -35,7 +35,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,11 +392,7 @@ class FetchBuffer:
         room = failed = False
         taken = 0
         with self._cond:
-            for k, part in enumerate(self._rotated()):
-                if part.paused or not part.fetches:
-                    continue
-                was_full = self._full(part)
-                self._stay_at(k, part)
+            for part, was_full in self._drainable():
                 while part.fetches and taken < max_records:
                     fetch = part.fetches[0]
                     if fetch.arrow_index < fetch.arrow_rows:
@@ -444,11 +440,7 @@ class FetchBuffer:
         taken = joined = 0
         half = (max_records + 1) // 2
         with self._cond:
-            for k, part in enumerate(self._rotated()):
-                if part.paused or not part.fetches:
-                    continue
-                was_full = self._full(part)
-                self._stay_at(k, part)
+            for part, was_full in self._drainable():
                 while part.fetches and taken < half and joined < JOIN_MAX_BYTES:
                     fetch = part.fetches[0]
                     if fetch.arrow_index >= fetch.arrow_rows and fetch.undecoded():
@@ -492,6 +484,16 @@ class FetchBuffer:
         self._rotation = start % len(items)
         self._resume = None
         return items[self._rotation :] + items[: self._rotation]
+
+    def _drainable(self) -> Iterator[tuple[_Partition, bool]]:
+        """The partitions a drain takes from, in ``_rotated`` order (paused and empty ones left out), each with
+        whether its buffer was full before the drain (for ``_made_room``)."""
+        for k, part in enumerate(self._rotated()):
+            if part.paused or not part.fetches:
+                continue
+            was_full = self._full(part)
+            self._stay_at(k, part)
+            yield part, was_full
 
     def _stay_at(self, k: int, part: _Partition) -> None:
         """Called with the ``k``-th partition of ``_rotated`` as a drain takes from it: the next drain starts
