@@ -115,6 +115,17 @@ def create_topic(conf: Mapping[str, Any] | str, topic: str, partitions: int) -> 
     wait_for(visible, 30, f"topic {topic} with {partitions} partitions", interval=0.05)
 
 
+def delete_topic(conf: Mapping[str, Any] | str, topic: str) -> None:
+    """Delete ``topic`` once its run is measured. A bench that writes gigabytes keeps only the run at hand on
+    disk: on this machine, once about 5 GB of earlier runs' files sit in the page cache, the kernel's cost per
+    byte written triples (the broker's system time per 600 MB produce goes from 0.4 to 1.35 s), which would
+    slow whichever case happens to run late."""
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+    admin = AdminClient(_conf(conf))  # held until the answer: a handle that goes away fails its futures
+    admin.delete_topics([topic])[topic].result(30)
+
+
 # The broker benches' client settings: batches form (linger 10 ms, up to 1 MB), every record acknowledged by
 # the partition's in-sync replicas, no compression; the consumer fetches large and queues deep.
 THROUGHPUT_PRODUCER: dict[str, Any] = {

@@ -39,6 +39,7 @@ from kit import (
     confluent_fetch,
     confluent_produce,
     create_topic,
+    delete_topic,
     environment,
     os_load,
     parse_cases,
@@ -93,6 +94,13 @@ def produce(conf: dict[str, Any], topic: str, case: Case) -> float:
 THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
 
 
+def turn(r: int) -> list[str]:
+    """The listeners in round ``r``'s order: each takes each place in turn, so that none is always the one
+    that runs right after another's fetch."""
+    k = r % len(THROUGHPUT_LISTENERS)
+    return THROUGHPUT_LISTENERS[k:] + THROUGHPUT_LISTENERS[:k]
+
+
 def ours_produce(conf: dict[str, Any], topic: str, case: Case) -> float:
     """Our Producer with the settings of confluent-kafka's here (acks=all, linger.ms=10, no compression):
     seconds from the first produce() to the end of the flush, connected and authenticated before."""
@@ -119,11 +127,12 @@ def ours_throughput(broker: Broker, pki: Pki, case: Case, partitions: int, repea
     """Produce seconds of our Producer per listener, the listeners taking turns within a round."""
     runs: dict[str, list[float]] = {}
     for r in range(repeat):
-        for listener in THROUGHPUT_LISTENERS:
+        for listener in turn(r):
             conf = client_conf(broker, pki, listener)
             topic = f"ours-{listener.lower()}-{r}"
             create_topic(conf, topic, partitions)
             runs.setdefault(listener, []).append(ours_produce(conf, topic, case))
+            delete_topic(conf, topic)
             print(f"  ours {case!s:<16} {listener:<10} run {r + 1}: produce "
                   f"{case.records / runs[listener][-1]:>10,.0f} rec/s", flush=True)  # fmt: skip
     return runs
@@ -147,15 +156,17 @@ Runs = dict[tuple[str, Case], list[tuple[float, float]]]
 
 def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> Runs:
     """(produce s, fetch s) of every run per listener and case; the listeners take turns within a round, so
-    that a noisy neighbour slows them alike."""
+    that a noisy neighbour slows them alike, in an order that rotates from round to round, and each run's topic
+    is deleted once it is measured (`delete_topic` says why)."""
     runs: Runs = {}
     for n, case in enumerate(cases):
         for r in range(repeat):
-            for listener in THROUGHPUT_LISTENERS:
+            for listener in turn(r):
                 conf = client_conf(broker, pki, listener)
                 topic = f"sec-{n}-{listener.lower()}-{r}"
                 create_topic(conf, topic, partitions)
                 p, f = produce(conf, topic, case), confluent_fetch(conf, topic, case, partitions)
+                delete_topic(conf, topic)
                 runs.setdefault((listener, case), []).append((p, f))
                 print(f"  {case!s:<16} {listener:<10} run {r + 1}: produce {case.records / p:>10,.0f} rec/s   "
                       f"fetch {case.records / f:>10,.0f} rec/s", flush=True)  # fmt: skip
