@@ -226,6 +226,49 @@ def consume_java_warm(c: Case) -> float:
     return consume_java(c, warm=True)
 
 
+def consume_wire(c: Case) -> float:
+    """Not a consumer: the ceiling of one. The topic read over one connection with nothing but Fetch requests of
+    our codec (every partition in each, Java's default 1 MB a partition, one in flight, a blocking socket reading
+    a response straight into its own buffer) and their responses parsed; records are counted from the batch headers, never decoded or checked, so values are
+    not touched. What the broker delivers to a reader that does nothing else, beside which ``poll_arrow``'s rate
+    shows how much of it a consumer keeps."""
+    import socket
+
+    from groupstream.protocol.connection import ClientConnection
+    from groupstream.protocol.messages import APIS, by_name
+    from groupstream.protocol.records import iter_record_batches
+
+    fetch = by_name("Fetch")
+    R: Any = fetch.Request
+    T = R.FetchTopic
+    host, port = c.bootstrap.rsplit(":", 1)
+    conn = ClientConnection(APIS, "bench-wire")
+    positions = dict.fromkeys(range(c.partitions), 0)
+    got = 0
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        while got < c.n:
+            parts = [T.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20) for p, o in positions.items()]
+            body = R(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=50 << 20, isolation_level=0, session_id=0,
+                     session_epoch=-1, topics=[T(topic=c.topic, partitions=parts)], forgotten_topics_data=[])  # fmt: skip
+            sock.sendall(conn.send_request(fetch, 12, body)[1])
+            while (response := conn.next_response()) is None:
+                n = sock.recv_into(conn.recv_buffer())  # a large response straight into its own buffer
+                if not n:
+                    raise RuntimeError("wire: the broker closed the connection")
+                conn.advance(n)
+            for pd in response[3].responses[0].partitions:
+                for batch in iter_record_batches(pd.records or b"", check_crc=False):
+                    h = batch.header
+                    got += h.records_count
+                    positions[pd.partition_index] = h.base_offset + h.last_offset_delta + 1
+        elapsed = time.perf_counter() - start
+    if got != c.n:
+        raise RuntimeError(f"wire: {got} records, expected {c.n}")
+    return elapsed
+
+
 OPT_IN = {"java", "java warm"}  # run only when --clients names them
 CONSUMERS: dict[str, Callable[[Case], float]] = {
     "groupstream poll": consume_groupstream,
@@ -235,6 +278,7 @@ CONSUMERS: dict[str, Callable[[Case], float]] = {
     "kafka-python": consume_kafka_python,
     "java": consume_java,
     "java warm": consume_java_warm,
+    "wire (no consumer)": consume_wire,
 }
 
 
@@ -452,6 +496,9 @@ def main() -> int:
                     if "groupstream poll" in best and "groupstream poll_arrow" in best:  # issue 14's target: >= 3x
                         arrow_over_poll = best["groupstream poll"] / best["groupstream poll_arrow"]
                         sections[-1] += f"\n\n`poll_arrow` / `poll`: {arrow_over_poll:.2f}x"
+                    if "groupstream poll_arrow" in best and "wire (no consumer)" in best:
+                        kept = best["wire (no consumer)"] / best["groupstream poll_arrow"]
+                        sections[-1] += f"; `poll_arrow` / wire: {kept:.2f}x"
             if args.only != "consume":
                 table_arrow = arrow_table(n, value)
                 for matched in (False, True):
