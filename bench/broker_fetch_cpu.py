@@ -18,14 +18,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from kit import Broker, Case, confluent_fetch, confluent_produce, create_topic, os_load
+from kit import Broker, Case, confluent_fetch, confluent_produce, create_topic, os_load, process_cpu
 
 PARTITIONS = 6
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -44,9 +39,9 @@ def main() -> int:
             confluent_produce(broker.bootstrap, "fetch-cpu", case.records, os.urandom(case.value_size))
             runs = []
             for _ in range(args.reads):
-                before = cpu_seconds(pid)
+                before = process_cpu(pid)
                 elapsed = confluent_fetch(broker.bootstrap, "fetch-cpu", case, PARTITIONS)
-                runs.append((cpu_seconds(pid) - before, case.records / elapsed))
+                runs.append((process_cpu(pid) - before, case.records / elapsed))
     cpu = ", ".join(f"{c:.2f}" for c, _ in sorted(runs))
     rates = ", ".join(f"{r:,.0f}" for _, r in sorted(runs, key=lambda x: x[1]))
     print(f"{args.label}: {case}, load {os_load()}: broker CPU s per fetch {cpu}; fetch rec/s {rates}")

@@ -19,7 +19,6 @@ with 10 s sessions.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -30,18 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from groupstream.client.admin import Admin
-from kit import Broker, environment, os_load, wait_for, write_section
+from kit import Broker, environment, os_load, process_cpu, wait_for, write_section
 from rebalance import BenchMember, new_topic, stable
 
 STRATEGIES = ("consumer:uniform", "cooperative-sticky")
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14 and 15 of stat)
-
 
 STEADY_S = 5.0
 

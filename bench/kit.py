@@ -342,6 +342,12 @@ def _tools_log4j2() -> Path:
     return path
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
 def os_load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 

@@ -24,6 +24,7 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from kit import (
     environment,
     os_load,
     parse_cases,
+    process_cpu,
     write_section,
 )
 
@@ -151,23 +153,34 @@ def ours_table(runs: dict[str, list[float]], case: Case) -> str:
     return "\n".join(lines)
 
 
-Runs = dict[tuple[str, Case], list[tuple[float, float]]]
+Runs = dict[tuple[str, Case], list[tuple[float, float, float, float]]]
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process, every thread: confluent-kafka's (librdkafka's) threads and the calling one."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> Runs:
-    """(produce s, fetch s) of every run per listener and case; the listeners take turns within a round, so
-    that a noisy neighbour slows them alike, in an order that rotates from round to round, and each run's topic
-    is deleted once it is measured (`delete_topic` says why)."""
+    """(produce s, fetch s, broker and client CPU s of the produce) of every run per listener and case. The
+    listeners take turns within a round, so that a noisy neighbour slows them alike, in an order that rotates
+    from round to round, and each run's topic is deleted once it is measured (`delete_topic` says why)."""
     runs: Runs = {}
+    pid = broker.pid
+    assert pid is not None, "the broker is running"
     for n, case in enumerate(cases):
         for r in range(repeat):
             for listener in turn(r):
                 conf = client_conf(broker, pki, listener)
                 topic = f"sec-{n}-{listener.lower()}-{r}"
                 create_topic(conf, topic, partitions)
-                p, f = produce(conf, topic, case), confluent_fetch(conf, topic, case, partitions)
+                broker_cpu, client_cpu = process_cpu(pid), own_cpu()
+                p = produce(conf, topic, case)
+                broker_cpu, client_cpu = process_cpu(pid) - broker_cpu, own_cpu() - client_cpu
+                f = confluent_fetch(conf, topic, case, partitions)
                 delete_topic(conf, topic)
-                runs.setdefault((listener, case), []).append((p, f))
+                runs.setdefault((listener, case), []).append((p, f, broker_cpu, client_cpu))
                 print(f"  {case!s:<16} {listener:<10} run {r + 1}: produce {case.records / p:>10,.0f} rec/s   "
                       f"fetch {case.records / f:>10,.0f} rec/s", flush=True)  # fmt: skip
     return runs
@@ -176,8 +189,9 @@ def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, rep
 def throughput_table(runs: Runs, cases: list[Case], partitions: int) -> str:
     lines = [
         f"| case ({partitions} partitions) | listener | produce rec/s median (best) | produce MB/s | "
-        "fetch rec/s median (best) | fetch MB/s | produce vs plaintext | fetch vs plaintext |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "fetch rec/s median (best) | fetch MB/s | produce vs plaintext | fetch vs plaintext | "
+        "produce CPU s: broker + client (median) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case in cases:
         mb = case.records * case.value_size / 1e6
@@ -193,9 +207,11 @@ def throughput_table(runs: Runs, cases: list[Case], partitions: int) -> str:
             name = "SASL_SSL (SCRAM-SHA-256)" if listener == "SASL_SSL" else listener
             ratio_p = "" if listener == "PLAINTEXT" else f"**{med('PLAINTEXT', 0) / p:.2f}x**"
             ratio_f = "" if listener == "PLAINTEXT" else f"**{med('PLAINTEXT', 1) / f:.2f}x**"
+            cpu = f"{med(listener, 2):.2f} + {med(listener, 3):.2f}"
             lines.append(
                 f"| {case} | {name} | {case.records / p:,.0f} ({case.records / best(listener, 0):,.0f}) | {mb / p:.1f} | "
-                f"{case.records / f:,.0f} ({case.records / best(listener, 1):,.0f}) | {mb / f:.1f} | {ratio_p} | {ratio_f} |"
+                f"{case.records / f:,.0f} ({case.records / best(listener, 1):,.0f}) | {mb / f:.1f} | {ratio_p} | {ratio_f} | "
+                f"{cpu} |"
             )  # fmt: skip
     return "\n".join(lines)
 
@@ -311,7 +327,10 @@ def main() -> int:
             "TLS 1.3, TLS_AES_256_GCM_SHA384 negotiated by librdkafka and Python alike). Throughput: confluent-kafka, "
             "produce acks=all, linger.ms=10, no compression, keyless; fetch in assign mode from offset 0; "
             f"{args.repeat} rounds in which the listeners take turns; medians of the rounds (best in brackets), ratios "
-            f"of the medians. MB/s counts value bytes (10^6 B), at the median. Load average at the start "
+            f"of the medians. MB/s counts value bytes (10^6 B), at the median. CPU: the seconds the produce cost "
+            "the broker's process (from /proc) and the bench's own (librdkafka's threads and the calling one), "
+            "medians; client and broker share the two cores, so a ratio near the ratio of the CPU sums says the "
+            "cores, not a wait, set the rate. Load average at the start "
             f"{load}: the two cores are shared with other work, which is why the figures are medians.\n\n"
             f"Command: `python bench/security.py --records {args.records} --value-size {args.value_size} "
             f"--partitions {args.partitions} --repeat {args.repeat} --connections {args.connections}"
