@@ -76,19 +76,6 @@ class RequestManager(Protocol):
     def poll(self, now_ms: int) -> PollResult: ...
 
 
-class ClosableRequestManager(RequestManager, Protocol):
-    """A manager with work to finish when its client closes (a producer's unsent batches)."""
-
-    def begin_close(self, now_ms: int) -> None:
-        """Closing started: send what is pending without waiting (no linger)."""
-
-    def has_pending_work(self) -> bool:
-        """Whether anything is still to be sent or awaited; the thread stops once no manager has any."""
-
-    def fail_pending(self, error: BaseException) -> None:
-        """Closing ran out of time: fail everything still pending with ``error``."""
-
-
 def min_delay(a: int | None, b: int | None) -> int | None:
     """The earlier of two optional delays (None is "no deadline")."""
     if a is None:
