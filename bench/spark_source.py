@@ -16,7 +16,10 @@ checked against what was written), and each is timed on its own:
   reading through Spark's Python Data Source API can beat it (the batch read's ratio to it is shown);
 - ``stream ceiling``: the same through a Python streaming data source, one AvailableNow micro-batch (the
   stream's ratio to it is shown: what of the stream's cost is ours, Spark's streaming fixed cost included in
-  both).
+  both);
+- ``spark parquet``: Spark's own vectorized Parquet reader (in the JVM, no Python worker) over the same rows,
+  written once before the rounds as uncompressed local files, one a partition, into ``noop``, observed the same
+  way: what Spark does with the rows when no source of any kind, Python or JVM, stands in front of it.
 
 Then writing, to new topics of the same shape, acks=all and idempotent as the sink produces:
 
@@ -129,6 +132,26 @@ def task_code_read(bootstrap: str, topic: str, end: dict[int, int]) -> tuple[flo
             n, s = touched(batch)
             rows, size = rows + n, size + s
     return time.perf_counter() - t0, (rows, size)
+
+
+def parquet_copy(bootstrap: str, topic: str, end: dict[int, int], directory: Path) -> Path:
+    """The topic's rows as ``poll_arrow`` returns them (without the headers column), written once as
+    uncompressed Parquet files, one a partition: what ``spark parquet`` reads."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir()
+    with Consumer({"bootstrap.servers": bootstrap, "max.poll.records": ARROW_ROWS}) as consumer:
+        for p, rows in end.items():
+            tp = TopicPartition(topic, p)
+            consumer.assign([tp], offsets={tp: 0})
+            parts, got = [], 0
+            while got < rows:
+                batch = consumer.poll_arrow(5.0)
+                got += batch.num_rows
+                if batch.num_rows:
+                    parts.append(batch.drop_columns(["headers"]) if "headers" in batch.schema.names else batch)
+            pq.write_table(pa.Table.from_batches(parts), directory / f"part-{p}.parquet", compression="none")
+    return directory
 
 
 def spark_session(jars: Sequence[Path] = ()) -> Any:
@@ -332,7 +355,7 @@ STREAM_BATCHES: list[int] = []
 """How many micro-batches each `spark_stream` run took (Trigger.AvailableNow plans as many as
 maxOffsetsPerTrigger asks; without it, one)."""
 
-READS = ("poll_arrow", "task code", "spark batch", "spark ceiling", "spark stream", "stream ceiling")
+READS = ("poll_arrow", "task code", "spark batch", "spark ceiling", "spark stream", "stream ceiling", "spark parquet")
 TARGETS = {"spark batch": ">= 0.7x", "spark stream": ">= 0.5x", "spark sink": ">= 0.8x"}
 
 
@@ -368,6 +391,7 @@ def main() -> int:
         fill(bs, "one", parts, records(1, size))
         end = ends(bs, "data", parts)
         assert sum(end.values()) == n, end
+        parquet = parquet_copy(bs, "data", end, Path(tmp) / "parquet")
         spark = spark_session()
         checkpoints = iter(range(1_000_000))
         paths = {
@@ -377,6 +401,7 @@ def main() -> int:
             "spark ceiling": lambda: spark_ceiling(spark, n, size, parts),
             "spark stream": lambda: spark_stream(spark, bs, "data", Path(tmp) / f"ck{next(checkpoints)}"),
             "stream ceiling": lambda: spark_stream_ceiling(spark, n, size, parts, Path(tmp) / f"ck{next(checkpoints)}"),
+            "spark parquet": lambda: timed_noop(spark.read.parquet(str(parquet))),
         }
         for w in range(args.warmup):
             for name in READS:
