@@ -229,9 +229,9 @@ def consume_java_warm(c: Case) -> float:
 def consume_wire(c: Case) -> float:
     """Not a consumer: the ceiling of one. The topic read over one connection with nothing but Fetch requests of
     our codec (every partition in each, Java's default 1 MB a partition, one in flight, a blocking socket reading
-    a response straight into its own buffer) and their responses parsed; records are counted from the batch headers, never decoded or checked, so values are
-    not touched. What the broker delivers to a reader that does nothing else, beside which ``poll_arrow``'s rate
-    shows how much of it a consumer keeps."""
+    a response straight into its own buffer) and their responses parsed; records are counted from the batch
+    headers, never decoded or checked, so values are not touched. What the broker delivers to a reader that does
+    nothing else, beside which ``poll_arrow``'s rate shows how much of it a consumer keeps."""
     import socket
 
     from groupstream.protocol.connection import ClientConnection
@@ -249,7 +249,8 @@ def consume_wire(c: Case) -> float:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         start = time.perf_counter()
         while got < c.n:
-            parts = [T.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20) for p, o in positions.items()]
+            parts = [T.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                     for p, o in positions.items()]  # fmt: skip
             body = R(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=50 << 20, isolation_level=0, session_id=0,
                      session_epoch=-1, topics=[T(topic=c.topic, partitions=parts)], forgotten_topics_data=[])  # fmt: skip
             sock.sendall(conn.send_request(fetch, 12, body)[1])
