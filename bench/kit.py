@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tests") not in sys.path:
@@ -49,6 +49,9 @@ __all__ = [
 ]
 
 # --- cases ----------------------------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +343,13 @@ def _tools_log4j2() -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path
+
+
+def rotated(items: Sequence[T], r: int) -> list[T]:
+    """``items`` in round ``r``'s order: each takes each place in turn, so that none always runs right after
+    the same other (or first, or last) when a bench times them in rounds."""
+    k = r % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def process_cpu(pid: int) -> float:

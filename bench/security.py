@@ -24,7 +24,7 @@ One broker with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import statistics
 import subprocess
 import sys
@@ -45,6 +45,7 @@ from kit import (
     os_load,
     parse_cases,
     process_cpu,
+    rotated,
     write_section,
 )
 
@@ -96,13 +97,6 @@ def produce(conf: dict[str, Any], topic: str, case: Case) -> float:
 THROUGHPUT_LISTENERS = ["PLAINTEXT", "SSL", "SASL_SSL"]
 
 
-def turn(r: int) -> list[str]:
-    """The listeners in round ``r``'s order: each takes each place in turn, so that none is always the one
-    that runs right after another's fetch."""
-    k = r % len(THROUGHPUT_LISTENERS)
-    return THROUGHPUT_LISTENERS[k:] + THROUGHPUT_LISTENERS[:k]
-
-
 def ours_produce(conf: dict[str, Any], topic: str, case: Case) -> float:
     """Our Producer with the settings of confluent-kafka's here (acks=all, linger.ms=10, no compression):
     seconds from the first produce() to the end of the flush, connected and authenticated before."""
@@ -129,7 +123,7 @@ def ours_throughput(broker: Broker, pki: Pki, case: Case, partitions: int, repea
     """Produce seconds of our Producer per listener, the listeners taking turns within a round."""
     runs: dict[str, list[float]] = {}
     for r in range(repeat):
-        for listener in turn(r):
+        for listener in rotated(THROUGHPUT_LISTENERS, r):
             conf = client_conf(broker, pki, listener)
             topic = f"ours-{listener.lower()}-{r}"
             create_topic(conf, topic, partitions)
@@ -156,28 +150,23 @@ def ours_table(runs: dict[str, list[float]], case: Case) -> str:
 Runs = dict[tuple[str, Case], list[tuple[float, float, float, float]]]
 
 
-def own_cpu() -> float:
-    """CPU seconds of this process, every thread: confluent-kafka's (librdkafka's) threads and the calling one."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def throughput(broker: Broker, pki: Pki, cases: list[Case], partitions: int, repeat: int) -> Runs:
     """(produce s, fetch s, broker and client CPU s of the produce) of every run per listener and case. The
     listeners take turns within a round, so that a noisy neighbour slows them alike, in an order that rotates
-    from round to round, and each run's topic is deleted once it is measured (`delete_topic` says why)."""
+    from round to round (`rotated`), and each run's topic is deleted once it is measured (`delete_topic`
+    says why)."""
     runs: Runs = {}
     pid = broker.pid
     assert pid is not None, "the broker is running"
     for n, case in enumerate(cases):
         for r in range(repeat):
-            for listener in turn(r):
+            for listener in rotated(THROUGHPUT_LISTENERS, r):
                 conf = client_conf(broker, pki, listener)
                 topic = f"sec-{n}-{listener.lower()}-{r}"
                 create_topic(conf, topic, partitions)
-                broker_cpu, client_cpu = process_cpu(pid), own_cpu()
+                broker_cpu, client_cpu = process_cpu(pid), process_cpu(os.getpid())
                 p = produce(conf, topic, case)
-                broker_cpu, client_cpu = process_cpu(pid) - broker_cpu, own_cpu() - client_cpu
+                broker_cpu, client_cpu = process_cpu(pid) - broker_cpu, process_cpu(os.getpid()) - client_cpu
                 f = confluent_fetch(conf, topic, case, partitions)
                 delete_topic(conf, topic)
                 runs.setdefault((listener, case), []).append((p, f, broker_cpu, client_cpu))

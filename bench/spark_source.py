@@ -71,6 +71,7 @@ from groupstream.client.consumer.consumer import Consumer  # noqa: E402
 from groupstream.client.producer import Producer  # noqa: E402
 from groupstream.spark.executor import CONSUMERS, ReadSpec, read_range  # noqa: E402
 from groupstream.spark.planning import OffsetRange  # noqa: E402
+from kit import rotated  # noqa: E402
 from results import machine, write_section  # noqa: E402
 from support.brokers import BrokerKind, BrokerProcess  # noqa: E402
 
@@ -420,7 +421,7 @@ def main() -> int:
                 fixed[name].append(secs)
         STREAM_BATCHES.clear()
         for r in range(args.repeat):
-            order = READS[r % len(READS):] + READS[: r % len(READS)]
+            order = rotated(READS, r)
             took: dict[str, float] = {}
             for name in order:
                 secs, got = paths[name]()
